@@ -1,0 +1,44 @@
+# pylog: `make demo` runs the demo end to end, `make test` runs the tests, `make bench` the benchmarks.
+# Each installs what it needs on first use: a venv with the Python packages, and Debian packages.
+SHELL := /bin/bash
+PYTHON ?= python3
+VENV := .venv
+PY := $(VENV)/bin/python
+STAMPS := .stamps
+APT_PACKAGES := kcat zookeeper default-jre-headless
+SUDO := $(shell [ "$$(id -u)" = 0 ] || echo sudo)
+PYTEST_ARGS ?=
+
+.PHONY: demo test bench install clean unit
+
+install: $(STAMPS)/venv $(STAMPS)/apt
+
+$(STAMPS)/venv: pyproject.toml
+	@mkdir -p $(STAMPS)
+	@test -x $(PY) || $(PYTHON) -m venv $(VENV)
+	$(PY) -m pip install -q --disable-pip-version-check -e '.[dev,bench]'
+	@touch $@
+
+$(STAMPS)/apt:
+	@mkdir -p $(STAMPS)
+	@missing=""; for p in $(APT_PACKAGES); do dpkg -s $$p >/dev/null 2>&1 || missing="$$missing $$p"; done; \
+	if [ -n "$$missing" ]; then \
+		echo "installing Debian packages:$$missing"; \
+		$(SUDO) apt-get update -q && DEBIAN_FRONTEND=noninteractive $(SUDO) apt-get install -y -q --no-install-recommends $$missing; \
+	fi
+	@touch $@
+
+test: install
+	$(PY) -m pytest -q -p no:cacheprovider $(PYTEST_ARGS)
+
+unit: $(STAMPS)/venv
+	$(PY) -m pytest -q tests/unit
+
+demo: install
+	$(PY) -m jobs.demo
+
+bench: install
+	$(PY) bench/broker_throughput.py
+
+clean:
+	rm -rf $(VENV) $(STAMPS) build *.egg-info

@@ -1,0 +1,1 @@
+"""pylog: the Kafka-protocol broker."""

@@ -1,0 +1,120 @@
+"""Topic administration: CreateTopics, DeleteTopics, CreatePartitions and DeleteRecords."""
+from __future__ import annotations
+
+import uuid
+from typing import Any
+
+from broker.apis.common import error_result, field
+from broker.cluster.topic_registry import TopicInfo
+from broker.config import TOPIC_TO_BROKER_KEY
+from broker.context import BrokerContext
+from broker.errors import ErrorCode, InvalidReplicaAssignmentError, InvalidRequestError, UnknownTopicIdError
+from broker.protocol.builder import build
+from broker.protocol.codec import Request, response_schema
+from broker.replica_manager import parse_config_entries
+
+UUID_ZERO = uuid.UUID(int=0)
+CONFIG_SOURCE_DYNAMIC_TOPIC, CONFIG_SOURCE_DEFAULT = 1, 5
+_ALL_TOPIC_KEYS = frozenset(TOPIC_TO_BROKER_KEY)
+
+
+def _check_assignments(ctx: BrokerContext, name: str, num_partitions: int, assignments: Any) -> int:
+    if not assignments:
+        return num_partitions
+    if num_partitions not in (-1, len(assignments)):
+        raise InvalidRequestError("Both numPartitions and replica assignments were set; use one of them")
+    for a in assignments:
+        if tuple(a.broker_ids) != (ctx.node_id,):
+            raise InvalidReplicaAssignmentError(
+                f"Replica assignment {list(a.broker_ids)} for topic '{name}' names brokers other than this one ({ctx.node_id})"
+            )
+    return len(assignments)
+
+
+def handle_create_topics(ctx: BrokerContext, req: Request) -> Any:
+    body = req.body
+    validate_only = field(body, "validate_only", False)
+    results = []
+    seen: set[str] = set()
+    for t in body.topics:
+        entry: dict[str, Any] = {"name": t.name, "topic_id": UUID_ZERO, "error_code": ErrorCode.none}
+        try:
+            if t.name in seen:
+                raise InvalidRequestError(f"Topic '{t.name}' appears more than once in the request")
+            seen.add(t.name)
+            partitions = _check_assignments(ctx, t.name, t.num_partitions, t.assignments)
+            overrides = parse_config_entries((c.name, c.value) for c in t.configs)
+            result = ctx.replicas.create_topic(t.name, partitions, t.replication_factor, overrides, validate_only)
+            config = ctx.replicas.registry.defaults.with_overrides(overrides)
+            if isinstance(result, TopicInfo):
+                entry["topic_id"] = result.topic_id
+                partitions = result.partitions
+            entry.update(
+                num_partitions=partitions if partitions not in (None, -1) else ctx.config["num.partitions"],
+                replication_factor=1,
+                configs=[
+                    {"name": k, "value": str(config.value_of(k)), "read_only": False, "is_sensitive": False,
+                     "config_source": CONFIG_SOURCE_DYNAMIC_TOPIC if k in overrides else CONFIG_SOURCE_DEFAULT}
+                    for k in sorted(config.overrides.keys() | _ALL_TOPIC_KEYS)
+                ],
+            )
+        except Exception as e:  # noqa: BLE001
+            entry["error_code"], entry["error_message"] = error_result(e)
+        results.append(entry)
+    return build(response_schema(19, req.api_version), {"throttle_time": 0, "topics": results})
+
+
+def handle_delete_topics(ctx: BrokerContext, req: Request) -> Any:
+    body = req.body
+    if req.api_version >= 6:
+        wanted = [(t.name, t.topic_id) for t in body.topics]
+    else:
+        wanted = [(n, None) for n in body.topic_names]
+    results = []
+    for name, topic_id in wanted:
+        entry: dict[str, Any] = {"name": name, "topic_id": topic_id or UUID_ZERO, "error_code": ErrorCode.none}
+        try:
+            if name is None:
+                info = ctx.replicas.registry.by_id(topic_id) if topic_id else None
+                if info is None:
+                    raise UnknownTopicIdError(f"Topic id {topic_id} does not exist")
+                name = entry["name"] = info.name
+            entry["topic_id"] = ctx.replicas.registry.require(name).topic_id
+            ctx.replicas.delete_topic(name)
+        except Exception as e:  # noqa: BLE001
+            entry["error_code"], entry["error_message"] = error_result(e)
+        results.append(entry)
+    return build(response_schema(20, req.api_version), {"throttle_time": 0, "responses": results})
+
+
+def handle_create_partitions(ctx: BrokerContext, req: Request) -> Any:
+    body = req.body
+    results = []
+    for t in body.topics:
+        entry: dict[str, Any] = {"name": t.name, "error_code": ErrorCode.none}
+        try:
+            if t.assignments:
+                for a in t.assignments:
+                    if tuple(a.broker_ids) != (ctx.node_id,):
+                        raise InvalidReplicaAssignmentError(f"Replica assignment {list(a.broker_ids)} names unknown brokers")
+            ctx.replicas.create_partitions(t.name, t.count, body.validate_only)
+        except Exception as e:  # noqa: BLE001
+            entry["error_code"], entry["error_message"] = error_result(e)
+        results.append(entry)
+    return build(response_schema(37, req.api_version), {"throttle_time": 0, "results": results})
+
+
+def handle_delete_records(ctx: BrokerContext, req: Request) -> Any:
+    topics = []
+    for t in req.body.topics:
+        parts = []
+        for p in t.partitions:
+            entry: dict[str, Any] = {"partition_index": p.partition_index, "low_watermark": -1, "error_code": ErrorCode.none}
+            try:
+                entry["low_watermark"] = ctx.replicas.partition(t.name, p.partition_index).delete_records_before(p.offset)
+            except Exception as e:  # noqa: BLE001
+                entry["error_code"], _ = error_result(e)
+            parts.append(entry)
+        topics.append({"name": t.name, "partitions": parts})
+    return build(response_schema(21, req.api_version), {"throttle_time": 0, "topics": topics})
+

@@ -1,0 +1,46 @@
+"""ListOffsets: earliest (-2), latest (-1), max timestamp (-3) and the first offset at or after a time."""
+from __future__ import annotations
+
+from typing import Any
+
+from broker.apis.common import error_result
+from broker.context import BrokerContext
+from broker.errors import ErrorCode, InvalidRequestError
+from broker.protocol.builder import build
+from broker.protocol.codec import Request, response_schema
+
+LATEST, EARLIEST, MAX_TIMESTAMP = -1, -2, -3
+
+
+def _lookup(ctx: BrokerContext, topic: str, partition: int, timestamp: int, version: int) -> dict[str, Any]:
+    plog = ctx.replicas.partition(topic, partition)
+    if timestamp == LATEST:
+        return {"timestamp": -1, "offset": plog.log_end_offset}
+    if timestamp == EARLIEST:
+        return {"timestamp": -1, "offset": plog.log_start_offset}
+    if timestamp == MAX_TIMESTAMP and version >= 7:
+        ts, off = plog.max_timestamp()
+        return {"timestamp": ts, "offset": off}
+    if timestamp < 0:
+        raise InvalidRequestError(f"Unsupported ListOffsets timestamp {timestamp}")
+    found = plog.offset_for_timestamp(timestamp)
+    if found is None:
+        return {"timestamp": -1, "offset": -1}
+    offset, ts = found
+    return {"timestamp": ts, "offset": offset}
+
+
+def handle(ctx: BrokerContext, req: Request) -> Any:
+    topics = []
+    for t in req.body.topics:
+        parts = []
+        for p in t.partitions:
+            entry: dict[str, Any] = {"partition_index": p.partition_index, "error_code": ErrorCode.none, "leader_epoch": 0}
+            try:
+                entry.update(_lookup(ctx, t.name, p.partition_index, p.timestamp, req.api_version))
+            except Exception as e:  # noqa: BLE001
+                entry["error_code"], _ = error_result(e)
+                entry.update(timestamp=-1, offset=-1)
+            parts.append(entry)
+        topics.append({"name": t.name, "partitions": parts})
+    return build(response_schema(2, req.api_version), {"throttle_time": 0, "topics": topics})

@@ -1,0 +1,46 @@
+"""The table of implemented APIs: key, name, version range and handler. ApiVersions reports it.
+
+A handler is `handler(ctx, request) -> response entity | Awaitable[...] | None` (None: no response,
+as for acks=0 produce). Version ranges are the ones whose fields the handlers honour.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any, Callable
+
+from broker.apis import admin_configs, admin_topics, api_versions, fetch, list_offsets, metadata, produce, producer_id
+
+
+@dataclass(frozen=True)
+class Api:
+    key: int
+    name: str
+    min_version: int
+    max_version: int
+    handler: Callable[..., Any]
+
+
+API_TABLE: dict[int, Api] = {
+    a.key: a
+    for a in [
+        Api(0, "Produce", 3, 9, produce.handle),
+        Api(1, "Fetch", 4, 12, fetch.handle),
+        Api(2, "ListOffsets", 1, 7, list_offsets.handle),
+        Api(3, "Metadata", 0, 12, metadata.handle),
+        Api(18, "ApiVersions", 0, 3, api_versions.handle),
+        Api(19, "CreateTopics", 2, 7, admin_topics.handle_create_topics),
+        Api(20, "DeleteTopics", 1, 6, admin_topics.handle_delete_topics),
+        Api(21, "DeleteRecords", 0, 2, admin_topics.handle_delete_records),
+        Api(22, "InitProducerId", 0, 4, producer_id.handle),
+        Api(32, "DescribeConfigs", 1, 4, admin_configs.handle_describe_configs),
+        Api(37, "CreatePartitions", 0, 3, admin_topics.handle_create_partitions),
+        Api(44, "IncrementalAlterConfigs", 0, 1, admin_configs.handle_incremental_alter_configs),
+    ]
+}
+
+
+def supported(api_key: int, version: int) -> Api | None:
+    api = API_TABLE.get(api_key)
+    if api is None or not api.min_version <= version <= api.max_version:
+        return None
+    return api

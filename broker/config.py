@@ -1,0 +1,349 @@
+"""Broker and topic configuration: Kafka's key names, Kafka's defaults, validated at start.
+
+Owns: the table of supported broker settings (`BROKER_DEFAULTS`), parsing `.properties` files and
+`--set key=value` overrides into a typed `BrokerConfig`, and the topic-level settings (`TopicConfig`)
+that a topic takes from broker defaults plus its own overrides (`retention.ms`, `segment.bytes`, ...).
+Never does I/O beyond reading the properties file it is given.
+"""
+from __future__ import annotations
+
+import dataclasses
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Callable, Mapping
+
+from broker.errors import InvalidConfigError
+
+LONG_MAX = 9223372036854775807
+
+# Broker settings: name -> (default, parser). `None` means "unset" (Kafka's null default).
+_int = int
+
+
+def _bool(v: str | bool) -> bool:
+    if isinstance(v, bool):
+        return v
+    s = str(v).strip().lower()
+    if s in ("true", "1", "yes"):
+        return True
+    if s in ("false", "0", "no"):
+        return False
+    raise ValueError(f"expected true or false, got {v!r}")
+
+
+def _str(v: Any) -> str:
+    return str(v).strip()
+
+
+def _timestamp_type(v: Any) -> str:
+    s = str(v).strip()
+    if s not in ("CreateTime", "LogAppendTime"):
+        raise ValueError(f"expected CreateTime or LogAppendTime, got {s!r}")
+    return s
+
+
+def _cleanup_policy(v: Any) -> str:
+    parts = sorted(p.strip() for p in str(v).split(",") if p.strip())
+    if not parts or any(p not in ("delete", "compact") for p in parts):
+        raise ValueError(f"expected delete, compact or compact,delete, got {v!r}")
+    return ",".join(parts)
+
+
+COMPRESSION_TYPES = ("producer", "uncompressed", "gzip", "snappy", "lz4", "zstd")
+
+
+def _compression(v: Any) -> str:
+    s = str(v).strip()
+    if s not in COMPRESSION_TYPES:
+        raise ValueError(f"expected one of {', '.join(COMPRESSION_TYPES)}, got {s!r}")
+    return s
+
+
+BROKER_SETTINGS: dict[str, tuple[Any, Callable[[Any], Any], str]] = {
+    # name: (Kafka default, parser, documentation)
+    "broker.id": (0, _int, "This broker's id (node.id in KRaft)."),
+    "host.name": ("127.0.0.1", _str, "Interface to listen on; --host overrides."),
+    "port": (9092, _int, "Port to listen on; --port overrides."),
+    "advertised.host.name": (None, _str, "Host name given to clients in Metadata; defaults to host.name."),
+    "advertised.port": (None, _int, "Port given to clients in Metadata; defaults to port."),
+    "log.dirs": ("/tmp/kafka-logs", _str, "Data directory; --data-dir overrides."),
+    "num.partitions": (1, _int, "Partitions of an automatically created topic."),
+    "default.replication.factor": (1, _int, "Replication factor of an automatically created topic."),
+    "auto.create.topics.enable": (True, _bool, "Create a topic on first Metadata/Produce request for it."),
+    "delete.topic.enable": (True, _bool, "Allow DeleteTopics."),
+    "message.max.bytes": (1048588, _int, "Largest record batch accepted (topic: max.message.bytes)."),
+    "socket.request.max.bytes": (104857600, _int, "Largest request frame accepted."),
+    "socket.send.buffer.bytes": (102400, _int, "SO_SNDBUF of client sockets (-1: OS default)."),
+    "socket.receive.buffer.bytes": (102400, _int, "SO_RCVBUF of client sockets (-1: OS default)."),
+    "connections.max.idle.ms": (600000, _int, "Close connections idle this long."),
+    "fetch.max.bytes": (57671680, _int, "Upper bound on bytes returned by one Fetch."),
+    "log.segment.bytes": (1073741824, _int, "Roll a segment at this size (topic: segment.bytes)."),
+    "log.roll.ms": (None, _int, "Roll a segment this old (topic: segment.ms)."),
+    "log.roll.hours": (168, _int, "Roll a segment this old, if log.roll.ms is unset."),
+    "log.roll.jitter.ms": (0, _int, "Random jitter subtracted from segment.ms (topic: segment.jitter.ms)."),
+    "log.retention.ms": (None, _int, "Delete segments older than this; -1 keeps forever (topic: retention.ms)."),
+    "log.retention.minutes": (None, _int, "Retention in minutes, if log.retention.ms is unset."),
+    "log.retention.hours": (168, _int, "Retention in hours, if neither of the above is set."),
+    "log.retention.bytes": (-1, _int, "Delete old segments above this partition size (topic: retention.bytes)."),
+    "log.retention.check.interval.ms": (300000, _int, "How often retention is checked."),
+    "log.segment.delete.delay.ms": (60000, _int, "Delay before a deleted segment's files are removed (topic: file.delete.delay.ms)."),
+    "log.index.interval.bytes": (4096, _int, "Bytes between offset index entries (topic: index.interval.bytes)."),
+    "log.index.size.max.bytes": (10485760, _int, "Largest offset index; a full index rolls the segment (topic: segment.index.bytes)."),
+    "log.flush.interval.messages": (LONG_MAX, _int, "fsync after this many messages (topic: flush.messages)."),
+    "log.flush.interval.ms": (None, _int, "fsync data older than this (topic: flush.ms)."),
+    "log.flush.scheduler.interval.ms": (LONG_MAX, _int, "How often the flusher checks log.flush.interval.ms."),
+    "log.flush.offset.checkpoint.interval.ms": (60000, _int, "How often the recovery point is checkpointed."),
+    "log.cleanup.policy": ("delete", _cleanup_policy, "delete, compact or compact,delete (topic: cleanup.policy)."),
+    "log.cleaner.enable": (True, _bool, "Run the log cleaner for compacted topics."),
+    "log.cleaner.delete.retention.ms": (86400000, _int, "How long tombstones are kept (topic: delete.retention.ms)."),
+    "log.cleaner.min.cleanable.ratio": (0.5, float, "Dirty ratio that triggers cleaning (topic: min.cleanable.dirty.ratio)."),
+    "log.message.timestamp.type": ("CreateTime", _timestamp_type, "CreateTime or LogAppendTime (topic: message.timestamp.type)."),
+    "compression.type": ("producer", _compression, "Keep the producer's codec (only 'producer' is supported)."),
+    "min.insync.replicas": (1, _int, "Minimum in-sync replicas for acks=all."),
+    "num.recovery.threads.per.data.dir": (1, _int, "Threads used for log recovery at start."),
+    "producer.id.expiration.ms": (86400000, _int, "Forget idle producers' sequence state after this."),
+    "offsets.topic.num.partitions": (50, _int, "Partitions of __consumer_offsets."),
+    "offsets.retention.minutes": (10080, _int, "Keep committed offsets of empty groups this long."),
+    "group.initial.rebalance.delay.ms": (3000, _int, "Wait for more members before the first rebalance."),
+    "group.min.session.timeout.ms": (6000, _int, "Smallest session timeout a member may ask for."),
+    "group.max.session.timeout.ms": (1800000, _int, "Largest session timeout a member may ask for."),
+    "zookeeper.connect": (None, _str, "ZooKeeper connect string; unset runs the embedded single broker."),
+}
+
+# Topic-level config name -> the broker setting it defaults from.
+TOPIC_TO_BROKER_KEY: dict[str, str] = {
+    "cleanup.policy": "log.cleanup.policy",
+    "compression.type": "compression.type",
+    "delete.retention.ms": "log.cleaner.delete.retention.ms",
+    "file.delete.delay.ms": "log.segment.delete.delay.ms",
+    "flush.messages": "log.flush.interval.messages",
+    "flush.ms": "log.flush.interval.ms",
+    "index.interval.bytes": "log.index.interval.bytes",
+    "max.message.bytes": "message.max.bytes",
+    "message.timestamp.type": "log.message.timestamp.type",
+    "min.cleanable.dirty.ratio": "log.cleaner.min.cleanable.ratio",
+    "min.insync.replicas": "min.insync.replicas",
+    "retention.bytes": "log.retention.bytes",
+    "retention.ms": "log.retention.ms",
+    "segment.bytes": "log.segment.bytes",
+    "segment.index.bytes": "log.index.size.max.bytes",
+    "segment.jitter.ms": "log.roll.jitter.ms",
+    "segment.ms": "log.roll.ms",
+}
+
+
+@dataclass(frozen=True)
+class TopicConfig:
+    """Effective settings of one topic: broker defaults with the topic's overrides applied."""
+
+    cleanup_policy: str = "delete"
+    compression_type: str = "producer"
+    delete_retention_ms: int = 86400000
+    file_delete_delay_ms: int = 60000
+    flush_messages: int = LONG_MAX
+    flush_ms: int = LONG_MAX
+    index_interval_bytes: int = 4096
+    max_message_bytes: int = 1048588
+    message_timestamp_type: str = "CreateTime"
+    min_cleanable_dirty_ratio: float = 0.5
+    min_insync_replicas: int = 1
+    retention_bytes: int = -1
+    retention_ms: int = 604800000
+    segment_bytes: int = 1073741824
+    segment_index_bytes: int = 10485760
+    segment_jitter_ms: int = 0
+    segment_ms: int = 604800000
+    # The topic's explicit overrides, by Kafka name (for DescribeConfigs' "is default" flag).
+    overrides: Mapping[str, str] = field(default_factory=dict, compare=False)
+
+    @staticmethod
+    def attr(name: str) -> str:
+        return name.replace(".", "_")
+
+    def value_of(self, name: str) -> Any:
+        return getattr(self, self.attr(name))
+
+    def with_overrides(self, overrides: Mapping[str, str]) -> "TopicConfig":
+        """A copy with `overrides` (Kafka topic names) applied; raises InvalidConfigError naming the key."""
+        values: dict[str, Any] = {}
+        for name, raw in overrides.items():
+            if name not in TOPIC_TO_BROKER_KEY:
+                raise InvalidConfigError(
+                    f"Unknown topic config '{name}'. Supported: {', '.join(sorted(TOPIC_TO_BROKER_KEY))}"
+                )
+            values[self.attr(name)] = parse_topic_value(name, raw)
+        merged = {**self.overrides, **{k: str(v) for k, v in overrides.items()}}
+        return dataclasses.replace(self, overrides=merged, **values)
+
+
+_TOPIC_PARSERS: dict[str, Callable[[Any], Any]] = {
+    "cleanup.policy": _cleanup_policy,
+    "compression.type": _compression,
+    "message.timestamp.type": _timestamp_type,
+    "min.cleanable.dirty.ratio": float,
+}
+_TOPIC_MINIMUMS: dict[str, int] = {
+    "segment.bytes": 14,
+    "segment.ms": 1,
+    "index.interval.bytes": 0,
+    "max.message.bytes": 0,
+    "flush.messages": 1,
+    "flush.ms": 0,
+    "segment.index.bytes": 8,
+    "retention.ms": -1,
+    "retention.bytes": -1,
+    "min.insync.replicas": 1,
+}
+
+
+def parse_topic_value(name: str, raw: Any) -> Any:
+    """Parse and range-check one topic-level value; InvalidConfigError names the key and the problem."""
+    parser = _TOPIC_PARSERS.get(name, int)
+    try:
+        value = parser(raw)
+    except (TypeError, ValueError) as e:
+        raise InvalidConfigError(f"Invalid value {raw!r} for configuration {name}: {e}") from None
+    minimum = _TOPIC_MINIMUMS.get(name)
+    if minimum is not None and value < minimum:
+        raise InvalidConfigError(f"Invalid value {raw!r} for configuration {name}: must be at least {minimum}")
+    if name in ("compression.type",) and value != "producer":
+        raise InvalidConfigError(
+            f"Invalid value {raw!r} for configuration {name}: pylog keeps the producer's codec; only 'producer' is supported"
+        )
+    return value
+
+
+class BrokerConfig:
+    """Typed broker settings. Read values with `cfg["log.segment.bytes"]` or the properties below."""
+
+    def __init__(self, values: Mapping[str, Any] | None = None) -> None:
+        self._values: dict[str, Any] = {k: d for k, (d, _, _) in BROKER_SETTINGS.items()}
+        self._explicit: set[str] = set()
+        for key, raw in (values or {}).items():
+            self.set(key, raw)
+        self.validate()
+
+    @classmethod
+    def load(cls, path: str | Path | None = None, overrides: list[str] | Mapping[str, Any] | None = None) -> "BrokerConfig":
+        values: dict[str, Any] = {}
+        if path is not None:
+            values.update(read_properties(path))
+        if isinstance(overrides, Mapping):
+            values.update(overrides)
+        else:
+            for item in overrides or []:
+                if "=" not in item:
+                    raise InvalidConfigError(f"--set expects key=value, got {item!r}")
+                k, v = item.split("=", 1)
+                values[k.strip()] = v.strip()
+        return cls(values)
+
+    def set(self, key: str, raw: Any) -> None:
+        if key == "log.dir":
+            key = "log.dirs"
+        if key not in BROKER_SETTINGS:
+            raise InvalidConfigError(f"Unknown broker setting '{key}' (see conf/broker.properties for the supported ones)")
+        _, parser, _ = BROKER_SETTINGS[key]
+        try:
+            self._values[key] = parser(raw) if raw is not None else None
+        except (TypeError, ValueError) as e:
+            raise InvalidConfigError(f"Invalid value {raw!r} for broker setting {key}: {e}") from None
+        self._explicit.add(key)
+
+    def __getitem__(self, key: str) -> Any:
+        return self._values[key]
+
+    def is_explicit(self, key: str) -> bool:
+        return key in self._explicit
+
+    def validate(self) -> None:
+        v = self._values
+        checks = [
+            ("port", 0 <= v["port"] <= 65535, "must be between 0 and 65535"),
+            ("num.partitions", v["num.partitions"] >= 1, "must be at least 1"),
+            ("log.segment.bytes", v["log.segment.bytes"] >= 14, "must be at least 14"),
+            ("message.max.bytes", v["message.max.bytes"] >= 0, "must not be negative"),
+            ("socket.request.max.bytes", v["socket.request.max.bytes"] >= 1, "must be at least 1"),
+            ("log.index.interval.bytes", v["log.index.interval.bytes"] >= 0, "must not be negative"),
+            ("log.flush.interval.messages", v["log.flush.interval.messages"] >= 1, "must be at least 1"),
+            ("log.retention.check.interval.ms", v["log.retention.check.interval.ms"] >= 1, "must be at least 1"),
+        ]
+        for key, ok, why in checks:
+            if not ok:
+                raise InvalidConfigError(f"Invalid value {v[key]!r} for broker setting {key}: {why}")
+
+    # Derived values, resolved the way Kafka resolves them.
+    @property
+    def retention_ms(self) -> int:
+        v = self._values
+        if v["log.retention.ms"] is not None:
+            return v["log.retention.ms"]
+        if v["log.retention.minutes"] is not None:
+            return v["log.retention.minutes"] * 60_000
+        return v["log.retention.hours"] * 3_600_000
+
+    @property
+    def roll_ms(self) -> int:
+        v = self._values
+        return v["log.roll.ms"] if v["log.roll.ms"] is not None else v["log.roll.hours"] * 3_600_000
+
+    @property
+    def flush_ms(self) -> int:
+        v = self._values
+        return v["log.flush.interval.ms"] if v["log.flush.interval.ms"] is not None else v["log.flush.scheduler.interval.ms"]
+
+    @property
+    def data_dir(self) -> Path:
+        return Path(self._values["log.dirs"].split(",")[0])
+
+    @property
+    def advertised_host(self) -> str:
+        return self._values["advertised.host.name"] or self._values["host.name"]
+
+    @property
+    def advertised_port(self) -> int:
+        return self._values["advertised.port"] or self._values["port"]
+
+    def topic_defaults(self) -> TopicConfig:
+        """The TopicConfig a topic without overrides gets."""
+        v = self._values
+        return TopicConfig(
+            cleanup_policy=v["log.cleanup.policy"],
+            compression_type=v["compression.type"],
+            delete_retention_ms=v["log.cleaner.delete.retention.ms"],
+            file_delete_delay_ms=v["log.segment.delete.delay.ms"],
+            flush_messages=v["log.flush.interval.messages"],
+            flush_ms=self.flush_ms,
+            index_interval_bytes=v["log.index.interval.bytes"],
+            max_message_bytes=v["message.max.bytes"],
+            message_timestamp_type=v["log.message.timestamp.type"],
+            min_cleanable_dirty_ratio=v["log.cleaner.min.cleanable.ratio"],
+            min_insync_replicas=v["min.insync.replicas"],
+            retention_bytes=v["log.retention.bytes"],
+            retention_ms=self.retention_ms,
+            segment_bytes=v["log.segment.bytes"],
+            segment_index_bytes=v["log.index.size.max.bytes"],
+            segment_jitter_ms=v["log.roll.jitter.ms"],
+            segment_ms=self.roll_ms,
+        )
+
+
+def read_properties(path: str | Path) -> dict[str, str]:
+    """Parse a Java-style .properties file (key=value or key: value, # and ! comments)."""
+    out: dict[str, str] = {}
+    try:
+        text = Path(path).read_text()
+    except OSError as e:
+        raise InvalidConfigError(f"Cannot read config file {path}: {e.strerror}") from None
+    for lineno, line in enumerate(text.splitlines(), 1):
+        s = line.strip()
+        if not s or s[0] in "#!":
+            continue
+        for sep in ("=", ":"):
+            if sep in s:
+                k, v = s.split(sep, 1)
+                out[k.strip()] = v.strip()
+                break
+        else:
+            raise InvalidConfigError(f"{path}:{lineno}: expected key=value, got {s!r}")
+    return out

@@ -1,0 +1,142 @@
+"""Kafka error codes and the exceptions that carry them: the one place errors become codes.
+
+Every layer (storage, cluster metadata, API handlers) raises a `KafkaError` subclass; the API
+handlers turn any exception into a wire error code with `error_code_of`. Nothing else in the
+broker maps exceptions to numbers.
+"""
+from __future__ import annotations
+
+import logging
+
+from kio.schema.errors import ErrorCode
+
+__all__ = ["ErrorCode", "KafkaError", "error_code_of"]
+
+log = logging.getLogger(__name__)
+
+
+class KafkaError(Exception):
+    """An error with a Kafka error code. `str(e)` is the human-readable message sent to clients."""
+
+    code: ErrorCode = ErrorCode.unknown_server_error
+
+    def __init__(self, message: str = "", code: ErrorCode | None = None) -> None:
+        super().__init__(message or self.__class__.__name__)
+        if code is not None:
+            self.code = code
+
+
+class CorruptRecordError(KafkaError):
+    code = ErrorCode.corrupt_message
+
+
+class InvalidRecordError(KafkaError):
+    code = ErrorCode.invalid_record
+
+
+class UnsupportedMessageFormatError(KafkaError):
+    """Message format v0/v1 (magic < 2): pylog stores record batch v2 only."""
+
+    code = ErrorCode.unsupported_for_message_format
+
+
+class MessageTooLargeError(KafkaError):
+    code = ErrorCode.message_too_large
+
+
+class RecordListTooLargeError(KafkaError):
+    code = ErrorCode.record_list_too_large
+
+
+class OffsetOutOfRangeError(KafkaError):
+    code = ErrorCode.offset_out_of_range
+
+
+class UnknownTopicOrPartitionError(KafkaError):
+    code = ErrorCode.unknown_topic_or_partition
+
+
+class InvalidTopicError(KafkaError):
+    code = ErrorCode.invalid_topic_exception
+
+
+class TopicAlreadyExistsError(KafkaError):
+    code = ErrorCode.topic_already_exists
+
+
+class InvalidPartitionsError(KafkaError):
+    code = ErrorCode.invalid_partitions
+
+
+class InvalidReplicationFactorError(KafkaError):
+    code = ErrorCode.invalid_replication_factor
+
+
+class InvalidConfigError(KafkaError):
+    code = ErrorCode.invalid_config
+
+
+class InvalidRequestError(KafkaError):
+    code = ErrorCode.invalid_request
+
+
+class InvalidRequiredAcksError(KafkaError):
+    code = ErrorCode.invalid_required_acks
+
+
+class UnsupportedVersionError(KafkaError):
+    code = ErrorCode.unsupported_version
+
+
+class OutOfOrderSequenceError(KafkaError):
+    code = ErrorCode.out_of_order_sequence_number
+
+
+class DuplicateSequenceError(KafkaError):
+    """A retried batch that is already in the log. Carries the offsets it was first written at."""
+
+    code = ErrorCode.duplicate_sequence_number
+
+    def __init__(self, message: str, base_offset: int, log_append_time: int = -1) -> None:
+        super().__init__(message)
+        self.base_offset = base_offset
+        self.log_append_time = log_append_time
+
+
+class InvalidProducerEpochError(KafkaError):
+    code = ErrorCode.invalid_producer_epoch
+
+
+class UnknownProducerIdError(KafkaError):
+    code = ErrorCode.unknown_producer_id
+
+
+class PolicyViolationError(KafkaError):
+    code = ErrorCode.policy_violation
+
+
+class TopicDeletionDisabledError(KafkaError):
+    code = ErrorCode.topic_deletion_disabled
+
+
+class KafkaStorageError(KafkaError):
+    code = ErrorCode.kafka_storage_error
+
+
+def error_code_of(exc: BaseException) -> ErrorCode:
+    """The wire error code for any exception; unexpected ones are logged and become UNKNOWN_SERVER_ERROR."""
+    if isinstance(exc, KafkaError):
+        return exc.code
+    if isinstance(exc, OSError):
+        log.error("storage error: %s", exc)
+        return ErrorCode.kafka_storage_error
+    log.exception("unexpected error", exc_info=exc)
+    return ErrorCode.unknown_server_error
+
+
+class InvalidReplicaAssignmentError(KafkaError):
+    code = ErrorCode.invalid_replica_assignment
+
+
+class UnknownTopicIdError(KafkaError):
+    code = ErrorCode.unknown_topic_id

@@ -1,0 +1,144 @@
+"""Request and response codecs: Kafka request headers v1/v2 and API bodies through kio. Sans I/O.
+
+Owns: turning a request frame into a `Request` (header fields + the kio body entity) and a
+response entity into frame bytes with the right response header version. Knows nothing about
+sockets or broker state. Body schemas come from kio, which is generated from Kafka's own JSON
+message definitions.
+"""
+from __future__ import annotations
+
+import io
+import struct
+from dataclasses import dataclass
+from functools import lru_cache
+from typing import Any
+
+from kio.index import KioIndexError, load_request_schema, load_response_schema
+from kio.serial import entity_reader, entity_writer
+from kio.serial.errors import DecodeError
+
+HEADER_FIXED = struct.Struct(">hhi")
+INT16 = struct.Struct(">h")
+INT32 = struct.Struct(">i")
+API_VERSIONS_KEY = 18
+
+
+class MalformedRequestError(Exception):
+    """The frame cannot be decoded. `correlation_id` is set when the header itself was readable."""
+
+    def __init__(self, message: str, correlation_id: int | None = None) -> None:
+        super().__init__(message)
+        self.correlation_id = correlation_id
+
+
+@dataclass(frozen=True, slots=True)
+class Request:
+    api_key: int
+    api_version: int
+    correlation_id: int
+    client_id: str | None
+    body: Any
+    size: int
+
+
+@lru_cache(maxsize=None)
+def request_schema(api_key: int, api_version: int) -> type | None:
+    try:
+        return load_request_schema(api_key, api_version)
+    except (KioIndexError, ImportError, AttributeError, ValueError):
+        return None
+
+
+@lru_cache(maxsize=None)
+def response_schema(api_key: int, api_version: int) -> type:
+    return load_response_schema(api_key, api_version)
+
+
+@lru_cache(maxsize=None)
+def _reader(cls: type) -> Any:
+    return entity_reader(cls)
+
+
+@lru_cache(maxsize=None)
+def _writer(cls: type) -> Any:
+    return entity_writer(cls)
+
+
+def peek_header(frame: bytes) -> tuple[int, int, int]:
+    """(api_key, api_version, correlation_id) from the fixed start of any request header."""
+    if len(frame) < HEADER_FIXED.size:
+        raise MalformedRequestError(f"request of {len(frame)} bytes is shorter than a request header")
+    return HEADER_FIXED.unpack_from(frame, 0)
+
+
+def _skip_tagged_fields(frame: bytes, pos: int) -> int:
+    count, pos = _read_uvarint(frame, pos)
+    for _ in range(count):
+        _tag, pos = _read_uvarint(frame, pos)
+        size, pos = _read_uvarint(frame, pos)
+        pos += size
+        if pos > len(frame):
+            raise MalformedRequestError("tagged field runs past the end of the request header")
+    return pos
+
+
+def _read_uvarint(buf: bytes, pos: int) -> tuple[int, int]:
+    shift = result = 0
+    while True:
+        if pos >= len(buf) or shift > 28:
+            raise MalformedRequestError("bad unsigned varint in request header")
+        b = buf[pos]
+        pos += 1
+        result |= (b & 0x7F) << shift
+        if not b & 0x80:
+            return result, pos
+        shift += 7
+
+
+def decode_request(frame: bytes, schema: type) -> Request:
+    """Decode a whole request frame whose header names `schema` (look it up with `request_schema`)."""
+    api_key, api_version, correlation_id = peek_header(frame)
+    pos = HEADER_FIXED.size
+    try:
+        (n,) = INT16.unpack_from(frame, pos)
+        pos += 2
+        client_id = None
+        if n >= 0:
+            client_id = frame[pos : pos + n].decode("utf-8", "replace")
+            pos += n
+            if pos > len(frame):
+                raise MalformedRequestError("client id runs past the end of the request", correlation_id)
+        if schema.__flexible__:
+            pos = _skip_tagged_fields(frame, pos)
+        body, size = _reader(schema)(frame, pos)
+    except MalformedRequestError as e:
+        e.correlation_id = correlation_id
+        raise
+    except (DecodeError, struct.error, ValueError, TypeError, IndexError, OverflowError, UnicodeDecodeError) as e:
+        raise MalformedRequestError(f"cannot decode {schema.__name__} v{api_version}: {e}", correlation_id) from None
+    except Exception as e:  # kio's native reader may raise other errors on garbage
+        raise MalformedRequestError(f"cannot decode {schema.__name__} v{api_version}: {e!r}", correlation_id) from None
+    if pos + size != len(frame):
+        raise MalformedRequestError(
+            f"{schema.__name__} v{api_version} has {len(frame) - pos - size} trailing bytes", correlation_id
+        )
+    return Request(api_key, api_version, correlation_id, client_id, body, len(frame))
+
+
+def response_header(api_key: int, correlation_id: int, flexible: bool) -> bytes:
+    """Response header v0, or v1 (with empty tagged fields) for flexible versions except ApiVersions."""
+    if flexible and api_key != API_VERSIONS_KEY:
+        return INT32.pack(correlation_id) + b"\x00"
+    return INT32.pack(correlation_id)
+
+
+def encode_body(entity: Any) -> bytes:
+    buf = io.BytesIO()
+    _writer(type(entity))(buf, entity)
+    return buf.getvalue()
+
+
+def encode_response(api_key: int, correlation_id: int, entity: Any) -> bytes:
+    """A complete response frame (size prefix included) for a kio response entity."""
+    payload = response_header(api_key, correlation_id, entity.__flexible__) + encode_body(entity)
+    return INT32.pack(len(payload)) + payload

@@ -1,0 +1,155 @@
+"""The partitions this broker leads: topic lifecycle, appends, reads and fetch waiters.
+
+Owns the link between topic metadata (`TopicRegistry`) and storage (`LogManager`), automatic topic
+creation, and waking long-polling fetches when data arrives. API handlers call this; it never
+sees protocol types or sockets.
+"""
+from __future__ import annotations
+
+import asyncio
+import logging
+from typing import Iterable, Mapping
+
+from broker.cluster.topic_registry import TopicInfo, TopicRegistry
+from broker.config import BrokerConfig, TopicConfig
+from broker.errors import (
+    InvalidConfigError,
+    InvalidReplicationFactorError,
+    TopicDeletionDisabledError,
+    UnknownTopicOrPartitionError,
+)
+from broker.log.log_manager import LogManager
+from broker.log.partition_log import AppendResult, PartitionLog
+
+log = logging.getLogger(__name__)
+
+TopicPartition = tuple[str, int]
+
+
+class ReplicaManager:
+    def __init__(self, config: BrokerConfig, registry: TopicRegistry, logs: LogManager) -> None:
+        self.config = config
+        self.registry = registry
+        self.logs = logs
+        self._waiters: dict[TopicPartition, set[asyncio.Future[None]]] = {}
+
+    def startup(self) -> None:
+        self.logs.startup(self.registry.configs())
+        for info in self.registry:
+            config = self.registry.config_of(info.name)
+            for p in range(info.partitions):
+                if self.logs.get(info.name, p) is None:
+                    self.logs.create(info.name, p, config)
+
+    # -- topics
+    def create_topic(
+        self,
+        name: str,
+        partitions: int | None,
+        replication_factor: int | None,
+        overrides: Mapping[str, str],
+        validate_only: bool = False,
+    ) -> TopicInfo | TopicConfig:
+        count = self.config["num.partitions"] if partitions in (None, -1) else partitions
+        rf = self.config["default.replication.factor"] if replication_factor in (None, -1) else replication_factor
+        if rf != 1:
+            raise InvalidReplicationFactorError(
+                f"Replication factor {rf} is larger than the number of available brokers (1)."
+            )
+        config = self.registry.check_new(name, count, overrides)
+        if validate_only:
+            return config
+        info = self.registry.create(name, count, overrides)
+        for p in range(count):
+            self.logs.create(name, p, config)
+        return info
+
+    def auto_create(self, name: str) -> TopicInfo | None:
+        """Create `name` with broker defaults if auto.create.topics.enable; None when disabled."""
+        if not self.config["auto.create.topics.enable"]:
+            return None
+        result = self.create_topic(name, None, None, {})
+        assert isinstance(result, TopicInfo)
+        return result
+
+    def delete_topic(self, name: str) -> None:
+        if not self.config["delete.topic.enable"]:
+            raise TopicDeletionDisabledError("Topic deletion is disabled (delete.topic.enable=false)")
+        info = self.registry.delete(name)
+        self.logs.delete_topic(name)
+        for p in range(info.partitions):
+            self._wake((name, p))
+
+    def create_partitions(self, name: str, count: int, validate_only: bool = False) -> None:
+        info = self.registry.check_partition_increase(name, count)
+        if validate_only:
+            return
+        old = info.partitions
+        self.registry.set_partitions(name, count)
+        config = self.registry.config_of(name)
+        for p in range(old, count):
+            self.logs.create(name, p, config)
+
+    def set_topic_overrides(self, name: str, overrides: Mapping[str, str], validate_only: bool = False) -> TopicConfig:
+        self.registry.require(name)
+        if validate_only:
+            return self.registry.defaults.with_overrides(overrides)
+        config = self.registry.set_overrides(name, overrides)
+        self.logs.update_topic_config(name, config)
+        return config
+
+    # -- partitions
+    def partition(self, topic: str, partition: int) -> PartitionLog:
+        info = self.registry.get(topic)
+        if info is None:
+            raise UnknownTopicOrPartitionError(f"Topic '{topic}' does not exist")
+        if not 0 <= partition < info.partitions:
+            raise UnknownTopicOrPartitionError(f"Partition {partition} of topic '{topic}' does not exist")
+        plog = self.logs.get(topic, partition)
+        if plog is None:
+            raise UnknownTopicOrPartitionError(f"Partition {topic}-{partition} is not hosted here")
+        return plog
+
+    def append(self, topic: str, partition: int, records: bytes | bytearray | memoryview) -> AppendResult:
+        result = self.partition(topic, partition).append(records)
+        self._wake((topic, partition))
+        return result
+
+    # -- long poll support
+    def waiter(self, partitions: Iterable[TopicPartition]) -> asyncio.Future[None]:
+        """A future resolved at the next append to any of `partitions`; call `discard` when done."""
+        fut: asyncio.Future[None] = asyncio.get_running_loop().create_future()
+        for tp in partitions:
+            self._waiters.setdefault(tp, set()).add(fut)
+        return fut
+
+    def discard(self, fut: asyncio.Future[None], partitions: Iterable[TopicPartition]) -> None:
+        for tp in partitions:
+            s = self._waiters.get(tp)
+            if s is not None:
+                s.discard(fut)
+                if not s:
+                    del self._waiters[tp]
+
+    def _wake(self, tp: TopicPartition) -> None:
+        waiters = self._waiters.pop(tp, None)
+        if waiters:
+            for fut in waiters:
+                if not fut.done():
+                    fut.set_result(None)
+
+    # -- housekeeping, called by the server's scheduler
+    def run_retention(self, now_ms: int) -> int:
+        return self.logs.run_retention(now_ms)
+
+    def shutdown(self) -> None:
+        self.logs.shutdown()
+
+
+def parse_config_entries(entries: Iterable[tuple[str, str | None]]) -> dict[str, str]:
+    out: dict[str, str] = {}
+    for name, value in entries:
+        if value is None:
+            raise InvalidConfigError(f"Null value for configuration {name}")
+        out[name] = value
+    return out

@@ -1,0 +1,54 @@
+"""The `pylog` command: one argparse tree whose subcommands live in their own modules.
+
+Each subcommand module exposes `register(subparsers)`, which adds its parser and sets
+`func=run` where `run(args) -> int` returns the exit code. This module only wires them up and
+turns expected errors into a one-line message and a non-zero exit.
+"""
+from __future__ import annotations
+
+import argparse
+import importlib
+import logging
+import sys
+
+SUBCOMMANDS = ["broker_cmd", "topics", "produce", "consume", "perf"]
+
+
+class CliError(Exception):
+    """An error to print as one line (no traceback) before exiting with status 1."""
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(prog="pylog", description="pylog: a Kafka-protocol log for Spark")
+    parser.add_argument("--log-level", default="INFO", help="logging level (default INFO)")
+    sub = parser.add_subparsers(dest="command", metavar="COMMAND", required=True)
+    for name in SUBCOMMANDS:
+        try:
+            module = importlib.import_module(f"broker.tools.{name}")
+        except ModuleNotFoundError as e:
+            if e.name == f"broker.tools.{name}":
+                continue
+            raise
+        module.register(sub)
+    return parser
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = build_parser()
+    args = parser.parse_args(argv)
+    logging.basicConfig(
+        level=getattr(logging, str(args.log_level).upper(), logging.INFO),
+        format="%(asctime)s %(levelname)s %(name)s: %(message)s",
+        stream=sys.stderr,
+    )
+    try:
+        return int(args.func(args) or 0)
+    except CliError as e:
+        print(f"pylog {args.command}: error: {e}", file=sys.stderr)
+        return 1
+    except KeyboardInterrupt:
+        return 130
+
+
+if __name__ == "__main__":
+    sys.exit(main())
