@@ -118,10 +118,9 @@ def decode_request(frame: bytes, schema: type) -> Request:
         raise MalformedRequestError(f"cannot decode {schema.__name__} v{api_version}: {e}", correlation_id) from None
     except Exception as e:  # kio's native reader may raise other errors on garbage
         raise MalformedRequestError(f"cannot decode {schema.__name__} v{api_version}: {e!r}", correlation_id) from None
-    if pos + size != len(frame):
-        raise MalformedRequestError(
-            f"{schema.__name__} v{api_version} has {len(frame) - pos - size} trailing bytes", correlation_id
-        )
+    if pos + size > len(frame):
+        raise MalformedRequestError(f"{schema.__name__} v{api_version} runs past the end of its frame", correlation_id)
+    # Trailing bytes are ignored, as Kafka's generated parsers do (some clients send them).
     return Request(api_key, api_version, correlation_id, client_id, body, len(frame))
 
 

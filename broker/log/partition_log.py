@@ -1,0 +1,400 @@
+"""PartitionLog: the log of one topic partition, a directory `<topic>-<partition>` of segments.
+
+Owns: appending produce batches (validate, producer checks, assign offsets, roll, write, index,
+flush policy), reads for Fetch as (fd, position, length) slices of whole batches, offset lookups by
+timestamp, log start offset (DeleteRecords, persisted in `log-start-offset.checkpoint`), retention,
+loading and recovery at startup, producer state snapshots.
+
+Invariants: offsets are dense and increasing; `log_end_offset` is the next offset to assign (and the
+high watermark: one replica); `log_start_offset <= log_end_offset`; the last segment is the active
+one and is never deleted by retention; bytes are in the file (page cache) before `append` returns.
+Per-batch work only, never per record, except the off-hot-path timestamp lookups.
+
+Never knows about the network protocol, asyncio or other partitions.
+"""
+from __future__ import annotations
+
+import logging
+import random
+import shutil
+import time
+from bisect import bisect_right
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Callable, Iterator
+
+from broker.config import TopicConfig
+from broker.errors import OffsetOutOfRangeError, RecordListTooLargeError
+from broker.log.constants import (
+    DELETED_SUFFIX,
+    INDEX_SUFFIX,
+    LOG_START_OFFSET_FILE,
+    LOG_SUFFIX,
+    TIME_INDEX_SUFFIX,
+    TMP_SUFFIX,
+)
+from broker.log.fileutil import atomic_write, remove_quietly
+from broker.log.producer_state import ProducerStateManager
+from broker.log.record_batch import BatchHeader, assign_offsets, validate_batches
+from broker.log.segment import LogSegment
+from broker.log.fetch_slice import FetchSlice
+
+__all__ = ["AppendResult", "FetchSlice", "PartitionLog"]
+
+log = logging.getLogger(__name__)
+
+
+@dataclass(frozen=True, slots=True)
+class AppendResult:
+    base_offset: int
+    last_offset: int
+    log_append_time_ms: int     # -1 for CreateTime topics
+    log_start_offset: int
+    record_count: int
+
+
+class PartitionLog:
+    """The segments of one partition and the operations the broker performs on them."""
+
+    def __init__(self, directory: Path, topic: str, partition: int, config: TopicConfig, *,
+                 recover: bool, producer_id_expiration_ms: int = 86400000,
+                 clock: Callable[[], float] = time.time) -> None:
+        self.directory = Path(directory)
+        self.topic = topic
+        self.partition = partition
+        self.config = config
+        self.clock = clock
+        self.segments: list[LogSegment] = []
+        self._bases: list[int] = []
+        self._pending_deletes: list[tuple[int, LogSegment]] = []
+        self.producers = ProducerStateManager(self.directory, producer_id_expiration_ms)
+        self.log_start_offset = 0
+        self.log_end_offset = 0
+        self._unflushed_messages = 0
+        self._last_flush_ms = self._now_ms()
+        self._closed = False
+        self.directory.mkdir(parents=True, exist_ok=True)
+        self._load(recover)
+
+    def __repr__(self) -> str:
+        return f"PartitionLog({self.name}, start={self.log_start_offset}, end={self.log_end_offset})"
+
+    @property
+    def name(self) -> str:
+        return f"{self.topic}-{self.partition}"
+
+    @property
+    def active_segment(self) -> LogSegment:
+        return self.segments[-1]
+
+    def _now_ms(self) -> int:
+        return int(self.clock() * 1000)
+
+    # --- loading ----------------------------------------------------------------------------------
+
+    def _load(self, recover: bool) -> None:
+        started = time.monotonic()
+        bases = self._scan_directory()
+        checkpoint = self._read_log_start_checkpoint()
+        if not bases:
+            bases = [checkpoint]
+        for base in bases:
+            self._add_segment(self._open_segment(base, jitter=False))
+        # Sealed segments: a stat per index file now; their contents are sanity-checked (and
+        # rebuilt if corrupt) when first loaded, so startup never reads old indexes.
+        for seg in self.segments[:-1]:
+            if seg.indexes_missing():
+                log.warning("%s: index files of %s are missing or partial; rebuilding", self.name, seg.log_path)
+                seg.rebuild_indexes()
+        active = self.active_segment
+        if recover:
+            active.recover()
+        else:
+            active.load_tail()
+        active.restore_roll_clock(self._now_ms())
+        self.log_end_offset = active.next_offset
+        self.log_start_offset = min(max(checkpoint, self.segments[0].base_offset), self.log_end_offset)
+        self._load_producer_state()
+        log.debug("%s: loaded %d segments (recover=%s) in %.3fs, offsets %d..%d", self.name,
+                  len(self.segments), recover, time.monotonic() - started,
+                  self.log_start_offset, self.log_end_offset)
+
+    def _scan_directory(self) -> list[int]:
+        """Base offsets of the `.log` files; removes leftover `*.deleted`/`*.tmp` and orphan indexes."""
+        bases: set[int] = set()
+        indexes: list[tuple[int, Path]] = []
+        for path in self.directory.iterdir():
+            name = path.name
+            if name.endswith(DELETED_SUFFIX) or name.endswith(TMP_SUFFIX):
+                log.info("%s: removing leftover %s", self.name, name)
+                remove_quietly(path)
+                continue
+            stem, dot, suffix = name.partition(".")
+            if not stem.isdigit():
+                continue
+            if "." + suffix == LOG_SUFFIX:
+                bases.add(int(stem))
+            elif "." + suffix in (INDEX_SUFFIX, TIME_INDEX_SUFFIX):
+                indexes.append((int(stem), path))
+        for base, path in indexes:
+            if base not in bases:
+                log.info("%s: removing index %s without a log file", self.name, path.name)
+                remove_quietly(path)
+        return sorted(bases)
+
+    def _open_segment(self, base_offset: int, *, jitter: bool) -> LogSegment:
+        cfg = self.config
+        jitter_ms = 0
+        if jitter and cfg.segment_jitter_ms > 0:
+            jitter_ms = random.randrange(min(cfg.segment_jitter_ms, cfg.segment_ms))
+        return LogSegment(self.directory, base_offset, index_interval_bytes=cfg.index_interval_bytes,
+                          max_index_bytes=cfg.segment_index_bytes, roll_jitter_ms=jitter_ms)
+
+    def _add_segment(self, seg: LogSegment) -> None:
+        self.segments.append(seg)
+        self._bases.append(seg.base_offset)
+
+    def _read_log_start_checkpoint(self) -> int:
+        try:
+            return max(int((self.directory / LOG_START_OFFSET_FILE).read_text().strip() or 0), 0)
+        except FileNotFoundError:
+            return 0
+        except ValueError:
+            log.warning("%s: unreadable %s; using the first segment's base offset",
+                        self.name, LOG_START_OFFSET_FILE)
+            return 0
+
+    def _write_log_start_checkpoint(self) -> None:
+        atomic_write(self.directory / LOG_START_OFFSET_FILE, f"{self.log_start_offset}\n".encode())
+
+    def _load_producer_state(self) -> None:
+        snapshot = self.producers.load_snapshot(self.log_end_offset)
+        start = snapshot if snapshot is not None else self.segments[0].base_offset
+        if start < self.log_end_offset:
+            self.producers.rebuild(self._headers_from(start))
+
+    def _headers_from(self, offset: int) -> Iterator[BatchHeader]:
+        """Headers of all batches whose last offset is >= `offset`, in order (no CRC checks)."""
+        first = max(bisect_right(self._bases, offset) - 1, 0)
+        for seg in self.segments[first:]:
+            seg.ensure_loaded()
+            _, pos = seg.offset_index.lookup(offset)
+            for h in seg.iter_headers(pos):
+                if h.last_offset >= offset:
+                    yield h
+
+    # --- writing ------------------------------------------------------------------------------------
+
+    def update_config(self, config: TopicConfig) -> None:
+        """New topic settings; index size applies to segments created from now on."""
+        self.config = config
+        self.active_segment.index_interval_bytes = config.index_interval_bytes
+
+    def append(self, records: bytes | bytearray | memoryview, now_ms: int | None = None) -> AppendResult:
+        """Validate, check producer sequences, assign offsets and write the batches of one request."""
+        if now_ms is None:
+            now_ms = self._now_ms()
+        cfg = self.config
+        if len(records) > cfg.segment_bytes:
+            raise RecordListTooLargeError(
+                f"{len(records)} bytes of records exceed segment.bytes {cfg.segment_bytes} of {self.name}")
+        headers = validate_batches(records, cfg.max_message_bytes)
+        self.producers.check_batches(headers)
+        buf = bytearray(records)
+        log_append_time = now_ms if cfg.message_timestamp_type == "LogAppendTime" else None
+        assign_offsets(buf, headers, self.log_end_offset, log_append_time)
+        last_offset = headers[-1].last_offset
+        segment = self._maybe_roll(len(buf), last_offset, now_ms)
+        segment.append(buf, headers, now_ms)
+        for h in headers:
+            self.producers.update(h, now_ms)
+        self.log_end_offset = last_offset + 1
+        count = sum(h.records_count for h in headers)
+        self._unflushed_messages += count
+        if self._unflushed_messages >= cfg.flush_messages:
+            self.flush()
+        return AppendResult(headers[0].base_offset, last_offset,
+                            -1 if log_append_time is None else log_append_time,
+                            self.log_start_offset, count)
+
+    def _maybe_roll(self, incoming: int, last_offset: int, now_ms: int) -> LogSegment:
+        seg = self.active_segment
+        if seg.size == 0:
+            return seg
+        cfg = self.config
+        reason = None
+        if seg.size + incoming > cfg.segment_bytes:
+            reason = f"size {seg.size} + {incoming} > segment.bytes {cfg.segment_bytes}"
+        elif seg.first_append_ms is not None and now_ms - seg.first_append_ms > cfg.segment_ms - seg.roll_jitter_ms:
+            reason = f"age {now_ms - seg.first_append_ms} ms > segment.ms {cfg.segment_ms}"
+        elif seg.index_is_full:
+            reason = "index is full"
+        elif seg.offset_would_overflow(last_offset):
+            reason = "relative offset would overflow"
+        if reason is None:
+            return seg
+        return self.roll(reason)
+
+    def roll(self, reason: str = "requested") -> LogSegment:
+        """Seal the active segment and start a new one at the log end offset."""
+        old = self.active_segment
+        if old.size == 0:
+            return old
+        old.seal()
+        new = self._open_segment(self.log_end_offset, jitter=True)
+        self._add_segment(new)
+        self.producers.take_snapshot(self.log_end_offset)
+        log.info("%s: rolled segment %d -> %d (%s)", self.name, old.base_offset, new.base_offset, reason)
+        return new
+
+    def flush(self) -> None:
+        """fsync every segment written since the last flush (log and index files)."""
+        for seg in self.segments:
+            if seg.dirty:
+                seg.flush()
+        self._unflushed_messages = 0
+        self._last_flush_ms = self._now_ms()
+
+    def maybe_flush(self, now_ms: int) -> None:
+        """flush.ms policy: fsync if there are unflushed messages older than flush.ms."""
+        if self._unflushed_messages and now_ms - self._last_flush_ms >= self.config.flush_ms:
+            self.flush()
+
+    # --- reading -------------------------------------------------------------------------------
+
+    def _check_range(self, offset: int) -> None:
+        if offset < self.log_start_offset or offset > self.log_end_offset:
+            raise OffsetOutOfRangeError(
+                f"offset {offset} is out of range for {self.name}: "
+                f"log start offset {self.log_start_offset}, log end offset {self.log_end_offset}")
+
+    def read(self, offset: int, max_bytes: int, min_one_batch: bool = True) -> FetchSlice:
+        """Whole batches from the one holding `offset`, within one segment, up to `max_bytes`."""
+        self._check_range(offset)
+        active = self.active_segment
+        if offset < self.log_end_offset:
+            first = max(bisect_right(self._bases, offset) - 1, 0)
+            for seg in self.segments[first:]:
+                found = seg.read_slice(offset, max_bytes, min_one_batch)
+                if found is not None:
+                    return FetchSlice(seg.fd, found[0], found[1], seg.base_offset)
+        return FetchSlice(active.fd, active.size, 0, active.base_offset)
+
+    def offset_for_timestamp(self, timestamp_ms: int) -> tuple[int, int] | None:
+        """(offset, timestamp) of the earliest record with timestamp >= `timestamp_ms`, or None."""
+        for seg in self.segments:
+            if seg.largest_timestamp < timestamp_ms:
+                continue
+            found = seg.find_timestamp(timestamp_ms, self.log_start_offset)
+            if found is not None:
+                return found
+        return None
+
+    def max_timestamp(self) -> tuple[int, int]:
+        """(timestamp, offset) of the record with the largest timestamp; (-1, -1) when empty."""
+        if self.log_start_offset >= self.log_end_offset:
+            return -1, -1
+        best: LogSegment | None = None
+        for seg in self.segments:
+            if seg.largest_timestamp >= 0 and (best is None or seg.largest_timestamp > best.largest_timestamp):
+                best = seg
+        if best is None:
+            return -1, -1
+        ts = best.largest_timestamp
+        return ts, best.record_with_timestamp(ts, best.offset_of_largest_timestamp)
+
+    def size_in_bytes(self) -> int:
+        return sum(seg.size for seg in self.segments)
+
+    # --- deleting data ---------------------------------------------------------------------------
+
+    def delete_records_before(self, offset: int) -> int:
+        """DeleteRecords: make `offset` (-1: the high watermark) the log start offset; returns it."""
+        if offset == -1:
+            offset = self.log_end_offset
+        if offset < 0 or offset > self.log_end_offset:
+            raise OffsetOutOfRangeError(
+                f"cannot delete records before offset {offset} of {self.name}: "
+                f"log end offset is {self.log_end_offset}")
+        if offset > self.log_start_offset:
+            self.log_start_offset = offset
+            self._write_log_start_checkpoint()
+            now = self._now_ms()
+            self._delete_prefix(lambda seg, next_base: next_base <= offset, now, "log start offset")
+        return self.log_start_offset
+
+    def apply_retention(self, now_ms: int) -> int:
+        """Delete old non-active segments by retention.ms and retention.bytes; returns how many."""
+        cfg = self.config
+        if "delete" not in cfg.cleanup_policy:
+            return 0
+        deleted = 0
+        if cfg.retention_ms >= 0:
+            def expired(seg: LogSegment, _next: int) -> bool:
+                ts = seg.largest_timestamp
+                return now_ms - (ts if ts >= 0 else seg.last_modified_ms()) > cfg.retention_ms
+            deleted += self._delete_prefix(expired, now_ms, "retention.ms")
+        if cfg.retention_bytes >= 0:
+            excess = self.size_in_bytes() - cfg.retention_bytes
+
+            def over_size(seg: LogSegment, _next: int) -> bool:
+                nonlocal excess
+                if excess - seg.size < 0:
+                    return False
+                excess -= seg.size
+                return True
+            deleted += self._delete_prefix(over_size, now_ms, "retention.bytes")
+        if deleted and self.segments[0].base_offset > self.log_start_offset:
+            self.log_start_offset = self.segments[0].base_offset
+            self._write_log_start_checkpoint()
+        return deleted
+
+    def _delete_prefix(self, predicate: Callable[[LogSegment, int], bool], now_ms: int, why: str) -> int:
+        """Delete the oldest non-active segments while `predicate(segment, next_base_offset)` holds."""
+        count = 0
+        while len(self.segments) > 1 and predicate(self.segments[0], self.segments[1].base_offset):
+            seg = self.segments.pop(0)
+            self._bases.pop(0)
+            seg.mark_deleted()
+            self._pending_deletes.append((now_ms + self.config.file_delete_delay_ms, seg))
+            log.info("%s: deleted segment %d (%s)", self.name, seg.base_offset, why)
+            count += 1
+        return count
+
+    def purge_deleted(self, now_ms: int) -> int:
+        """Really remove `*.deleted` files whose file.delete.delay.ms has passed; returns how many."""
+        due = [seg for at, seg in self._pending_deletes if at <= now_ms]
+        if due:
+            self._pending_deletes = [(at, seg) for at, seg in self._pending_deletes if at > now_ms]
+            for seg in due:
+                seg.remove_files()
+        return len(due)
+
+    def expire_producers(self, now_ms: int) -> int:
+        return self.producers.remove_expired(now_ms)
+
+    # --- lifecycle ------------------------------------------------------------------------------
+
+    def close(self) -> None:
+        """Flush, snapshot producer state, close files. Pending `*.deleted` files go at next start."""
+        if self._closed:
+            return
+        self.flush()
+        self.producers.take_snapshot(self.log_end_offset)
+        for seg in self.segments:
+            seg.close()
+        for _, seg in self._pending_deletes:
+            seg.close()
+        self._pending_deletes = []
+        self._closed = True
+
+    def delete(self) -> None:
+        """Topic deletion: close every file and remove the partition directory."""
+        for seg in self.segments:
+            seg.close()
+        for _, seg in self._pending_deletes:
+            seg.close()
+        self._pending_deletes = []
+        self._closed = True
+        shutil.rmtree(self.directory, ignore_errors=True)
+        log.info("%s: deleted partition directory %s", self.name, self.directory)

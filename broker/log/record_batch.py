@@ -1,0 +1,382 @@
+"""Kafka record batch v2: the on-disk and wire format, read and rewritten at the header level.
+
+Owns: parsing batch headers, validating a produce request's batches (length, magic, CRC32C, size),
+assigning offsets / LogAppendTime by rewriting headers in place, scanning a segment file's batches
+(recovery and index rebuild), and decoding record timestamps for ListOffsets-by-timestamp.
+
+Never decodes records on the hot path: `validate_batches` and `assign_offsets` touch headers only;
+`iter_record_timestamps` is for off-hot-path lookups. Knows nothing about files beyond a file
+descriptor it is handed, and nothing about the network protocol.
+
+Header layout (big-endian):
+  baseOffset int64 @0, batchLength int32 @8, partitionLeaderEpoch int32 @12, magic int8 @16,
+  crc uint32 @17 (CRC32C of bytes @21..end), attributes int16 @21, lastOffsetDelta int32 @23,
+  baseTimestamp int64 @27, maxTimestamp int64 @35, producerId int64 @43, producerEpoch int16 @51,
+  baseSequence int32 @53, recordsCount int32 @57; records start @61.
+"""
+from __future__ import annotations
+
+import logging
+import os
+import struct
+from dataclasses import dataclass
+from typing import Callable, Iterator
+
+import cramjam
+import crc32c
+
+from broker.errors import (
+    CorruptRecordError,
+    InvalidRecordError,
+    MessageTooLargeError,
+    UnsupportedMessageFormatError,
+)
+from broker.log.constants import (
+    CRC_START,
+    CURRENT_MAGIC,
+    HEADER_SIZE,
+    HEADER_WINDOW_BYTES,
+    INT32_MAX,
+    LOG_OVERHEAD,
+    MIN_BATCH_LENGTH,
+    RECOVERY_CHUNK_BYTES,
+)
+
+__all__ = [
+    "HEADER_SIZE", "LOG_OVERHEAD", "BatchHeader", "ScanResult", "parse_header", "validate_batches",
+    "assign_offsets", "iter_record_timestamps", "iter_headers", "scan_valid_prefix",
+]
+
+log = logging.getLogger(__name__)
+
+_HEADER = struct.Struct(">qiibIhiqqqhii")
+_OFFSET_AND_LENGTH = struct.Struct(">qi")
+_MAGIC_POS = 16
+_CRC_POS = 17
+_ATTRIBUTES_POS = 21
+_MAX_TIMESTAMP_POS = 35
+_COMPRESSION_MASK = 0x07
+_TIMESTAMP_TYPE_BIT = 0x08
+_TRANSACTIONAL_BIT = 0x10
+_CONTROL_BIT = 0x20
+_XERIAL_MAGIC = b"\x82SNAPPY\x00"
+_XERIAL_HEADER_SIZE = 16     # magic (8) + version int32 + compatible version int32
+_INT32 = struct.Struct(">i")
+_INT16 = struct.Struct(">h")
+_INT64 = struct.Struct(">q")
+_UINT32 = struct.Struct(">I")
+
+COMPRESSION_NAMES = ("none", "gzip", "snappy", "lz4", "zstd")
+
+
+@dataclass(slots=True)
+class BatchHeader:
+    """The 61-byte header of one batch, plus where it was read from."""
+
+    base_offset: int
+    batch_length: int
+    partition_leader_epoch: int
+    magic: int
+    crc: int
+    attributes: int
+    last_offset_delta: int
+    base_timestamp: int
+    max_timestamp: int
+    producer_id: int
+    producer_epoch: int
+    base_sequence: int
+    records_count: int
+    position: int = 0
+
+    @property
+    def size(self) -> int:
+        return self.batch_length + LOG_OVERHEAD
+
+    @property
+    def last_offset(self) -> int:
+        return self.base_offset + self.last_offset_delta
+
+    @property
+    def compression(self) -> int:
+        return self.attributes & _COMPRESSION_MASK
+
+    @property
+    def timestamp_type(self) -> int:
+        """0 = CreateTime, 1 = LogAppendTime."""
+        return 1 if self.attributes & _TIMESTAMP_TYPE_BIT else 0
+
+    @property
+    def is_transactional(self) -> bool:
+        return bool(self.attributes & _TRANSACTIONAL_BIT)
+
+    @property
+    def is_control(self) -> bool:
+        return bool(self.attributes & _CONTROL_BIT)
+
+    @property
+    def last_sequence(self) -> int:
+        """Sequence of the last record, wrapping past int32 max to 0 as Kafka does (-1 if none)."""
+        if self.base_sequence < 0:
+            return -1
+        return increment_sequence(self.base_sequence, self.last_offset_delta)
+
+
+def increment_sequence(sequence: int, increment: int) -> int:
+    if sequence > INT32_MAX - increment:
+        return increment - (INT32_MAX - sequence) - 1
+    return sequence + increment
+
+
+def parse_header(buf: bytes | bytearray | memoryview, pos: int = 0) -> BatchHeader:
+    """The header of the batch starting at `pos`; CorruptRecordError if fewer than 61 bytes remain."""
+    if len(buf) - pos < HEADER_SIZE:
+        raise CorruptRecordError(f"record batch header at position {pos} is truncated "
+                                 f"({len(buf) - pos} of {HEADER_SIZE} bytes)")
+    return BatchHeader(*_HEADER.unpack_from(buf, pos), pos)
+
+
+def validate_batches(buf: bytes | bytearray | memoryview, max_batch_bytes: int) -> list[BatchHeader]:
+    """Check every batch of a produce request's records; return their headers. Never decodes records."""
+    total = len(buf)
+    if total == 0:
+        raise InvalidRecordError("produce request has no record batches")
+    view = memoryview(buf)
+    headers: list[BatchHeader] = []
+    pos = 0
+    while pos < total:
+        remaining = total - pos
+        if remaining < LOG_OVERHEAD:
+            raise CorruptRecordError(f"record batch at position {pos} is truncated ({remaining} bytes)")
+        _, length = _OFFSET_AND_LENGTH.unpack_from(view, pos)
+        if remaining > _MAGIC_POS:
+            magic = view[pos + _MAGIC_POS]
+            if magic < CURRENT_MAGIC:
+                raise UnsupportedMessageFormatError(
+                    "message format v0/v1 is not supported; use a client that sends record batch v2")
+            if magic > CURRENT_MAGIC:
+                raise CorruptRecordError(f"record batch at position {pos} has unknown magic {magic}")
+        if length < MIN_BATCH_LENGTH:
+            raise CorruptRecordError(f"record batch at position {pos} has invalid length {length}")
+        size = length + LOG_OVERHEAD
+        if size > remaining:
+            raise CorruptRecordError(
+                f"record batch at position {pos} is truncated: {size} bytes declared, {remaining} present")
+        if size > max_batch_bytes:
+            raise MessageTooLargeError(
+                f"record batch of {size} bytes exceeds the topic's max.message.bytes of {max_batch_bytes}")
+        header = BatchHeader(*_HEADER.unpack_from(view, pos), pos)
+        if crc32c.crc32c(view[pos + CRC_START:pos + size]) != header.crc:
+            raise CorruptRecordError(f"record batch at position {pos} failed its CRC32C check")
+        if header.records_count < 0 or header.last_offset_delta < 0:
+            raise InvalidRecordError(
+                f"record batch at position {pos} has records count {header.records_count} "
+                f"and last offset delta {header.last_offset_delta}")
+        if header.is_control:
+            raise InvalidRecordError("clients may not write control batches")
+        headers.append(header)
+        pos += size
+    return headers
+
+
+def assign_offsets(buf: bytearray, headers: list[BatchHeader], base_offset: int,
+                   log_append_time_ms: int | None) -> None:
+    """Give the batches consecutive offsets from `base_offset`, in place (and LogAppendTime if given).
+
+    The CRC does not cover the base offset, so it is recomputed only when LogAppendTime rewrites the
+    attributes and max timestamp. `headers` are updated to match the rewritten bytes.
+    """
+    view = memoryview(buf)
+    next_offset = base_offset
+    for h in headers:
+        _INT64.pack_into(buf, h.position, next_offset)
+        h.base_offset = next_offset
+        next_offset = h.last_offset + 1
+        if log_append_time_ms is not None:
+            h.attributes |= _TIMESTAMP_TYPE_BIT
+            h.max_timestamp = log_append_time_ms
+            _INT16.pack_into(buf, h.position + _ATTRIBUTES_POS, h.attributes)
+            _INT64.pack_into(buf, h.position + _MAX_TIMESTAMP_POS, log_append_time_ms)
+            h.crc = crc32c.crc32c(view[h.position + CRC_START:h.position + h.size])
+            _UINT32.pack_into(buf, h.position + _CRC_POS, h.crc)
+
+
+# --- Record decoding (off the hot path) --------------------------------------------------------
+
+def _varint(buf: bytes | memoryview, pos: int) -> tuple[int, int]:
+    """A zigzag varint at `pos`: (value, position after it)."""
+    result = 0
+    shift = 0
+    while True:
+        try:
+            b = buf[pos]
+        except IndexError:
+            raise CorruptRecordError("record is truncated inside a varint") from None
+        pos += 1
+        result |= (b & 0x7F) << shift
+        if b < 0x80:
+            return (result >> 1) ^ -(result & 1), pos
+        shift += 7
+        if shift > 63:
+            raise CorruptRecordError("varint is longer than 10 bytes")
+
+
+def _xerial_snappy(data: bytes) -> bytes:
+    out = bytearray()
+    pos = _XERIAL_HEADER_SIZE
+    while pos < len(data):
+        (n,) = _INT32.unpack_from(data, pos)
+        pos += 4
+        out += bytes(cramjam.snappy.decompress_raw(data[pos:pos + n]))
+        pos += n
+    return bytes(out)
+
+
+def decompress(compression: int, data: bytes) -> bytes:
+    """The uncompressed records section of a batch with compression codec `compression`."""
+    try:
+        if compression == 0:
+            return data
+        if compression == 1:
+            return bytes(cramjam.gzip.decompress(data))
+        if compression == 2:
+            if data.startswith(_XERIAL_MAGIC):
+                return _xerial_snappy(data)
+            return bytes(cramjam.snappy.decompress_raw(data))
+        if compression == 3:
+            return bytes(cramjam.lz4.decompress(data))
+        if compression == 4:
+            return bytes(cramjam.zstd.decompress(data))
+    except cramjam.DecompressionError as e:
+        raise CorruptRecordError(f"cannot decompress {COMPRESSION_NAMES[compression]} batch: {e}") from None
+    raise CorruptRecordError(f"unknown compression codec {compression}")
+
+
+def iter_record_timestamps(batch: bytes | bytearray | memoryview) -> Iterator[tuple[int, int]]:
+    """(offset, timestamp) of each record of one whole batch. For ListOffsets, never for Produce/Fetch."""
+    h = parse_header(batch)
+    records = decompress(h.compression, bytes(batch[HEADER_SIZE:h.size]))
+    log_append_time = h.timestamp_type == 1
+    pos = 0
+    for _ in range(h.records_count):
+        length, body = _varint(records, pos)
+        pos = body + length
+        if length < 0 or pos > len(records):
+            raise CorruptRecordError(f"record in batch at offset {h.base_offset} is truncated")
+        timestamp_delta, p = _varint(records, body + 1)   # skip the attributes byte
+        offset_delta, _ = _varint(records, p)
+        ts = h.max_timestamp if log_append_time else h.base_timestamp + timestamp_delta
+        yield h.base_offset + offset_delta, ts
+
+
+# --- Scanning files ---------------------------------------------------------------------------
+
+def iter_headers(fd: int, start: int, end: int, window: int = HEADER_WINDOW_BYTES) -> Iterator[BatchHeader]:
+    """Headers of the batches in file range [start, end), read with pread in windows; no CRC check.
+
+    Stops quietly at a header that is truncated or whose length is not sane (trusted files only).
+    """
+    pos = start
+    buf = b""
+    buf_start = start
+    while pos + HEADER_SIZE <= end:
+        rel = pos - buf_start
+        if rel < 0 or rel + HEADER_SIZE > len(buf):
+            buf = os.pread(fd, min(window, end - pos), pos)
+            buf_start, rel = pos, 0
+            if len(buf) < HEADER_SIZE:
+                return
+        h = BatchHeader(*_HEADER.unpack_from(buf, rel), pos)
+        if h.batch_length < MIN_BATCH_LENGTH or pos + h.size > end:
+            return
+        yield h
+        pos += h.size
+
+
+@dataclass(slots=True)
+class ScanResult:
+    """Outcome of `scan_valid_prefix`: where valid data ends and why the scan stopped."""
+
+    valid_end: int
+    batches: int
+    next_offset: int          # last valid batch's last offset + 1 (or the `min_offset` given)
+    stop_reason: str | None   # None when the whole range was valid
+
+
+def scan_valid_prefix(fd: int, start: int, end: int, *, min_offset: int,
+                      on_batch: Callable[[BatchHeader], None] | None = None,
+                      chunk_size: int = RECOVERY_CHUNK_BYTES) -> ScanResult:
+    """Validate batches in [start, end) of a file: length, magic 2, CRC32C, offsets increasing.
+
+    Reads in big chunks; calls `on_batch` for each valid batch; stops at the first invalid one.
+    `min_offset` is the smallest base offset the first batch may have (the segment's base offset).
+    """
+    buf = bytearray(max(min(chunk_size, end - start), HEADER_SIZE))
+    view = memoryview(buf)
+    buf_start, buf_len = start, 0
+    pos, count, next_offset = start, 0, min_offset
+    reason: str | None = None
+    while pos < end:
+        if end - pos < HEADER_SIZE:
+            reason = f"{end - pos} trailing bytes are too short for a batch header"
+            break
+        rel = pos - buf_start
+        if rel + HEADER_SIZE > buf_len:
+            view.release()
+            buf_start, rel = pos, 0
+            buf_len = _fill(fd, buf, pos, end)
+            view = memoryview(buf)
+            if buf_len < HEADER_SIZE:
+                reason = "the file is shorter than expected"
+                break
+        h = BatchHeader(*_HEADER.unpack_from(view, rel), pos)
+        reason = _header_problem(h, end - pos, next_offset)
+        if reason is not None:
+            break
+        if rel + h.size > buf_len:
+            view.release()
+            if h.size > len(buf):
+                buf = bytearray(h.size)
+            buf_start, rel = pos, 0
+            buf_len = _fill(fd, buf, pos, end)
+            view = memoryview(buf)
+            if buf_len < h.size:
+                reason = "batch is truncated"
+                break
+        if crc32c.crc32c(view[rel + CRC_START:rel + h.size]) != h.crc:
+            reason = f"CRC32C mismatch in batch at offset {h.base_offset}"
+            break
+        if on_batch is not None:
+            on_batch(h)
+        count += 1
+        next_offset = h.last_offset + 1
+        pos += h.size
+    view.release()
+    return ScanResult(pos, count, next_offset, reason)
+
+
+def _fill(fd: int, buf: bytearray, pos: int, end: int) -> int:
+    """Read up to len(buf) bytes at `pos` (not past `end`) into buf; return bytes read."""
+    want = min(len(buf), end - pos)
+    got = 0
+    view = memoryview(buf)
+    while got < want:
+        n = os.preadv(fd, [view[got:want]], pos + got)
+        if n == 0:
+            break
+        got += n
+    view.release()
+    return got
+
+
+def _header_problem(h: BatchHeader, remaining: int, next_offset: int) -> str | None:
+    if h.batch_length < MIN_BATCH_LENGTH:
+        return f"invalid batch length {h.batch_length}"
+    if h.size > remaining:
+        return f"batch of {h.size} bytes is truncated ({remaining} bytes left)"
+    if h.magic != CURRENT_MAGIC:
+        return f"invalid magic {h.magic}"
+    if h.last_offset_delta < 0 or h.records_count < 0:
+        return f"invalid last offset delta {h.last_offset_delta} / count {h.records_count}"
+    if h.base_offset < next_offset:
+        return f"offset {h.base_offset} is not above the previous batch's last offset {next_offset - 1}"
+    return None

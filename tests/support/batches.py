@@ -1,0 +1,115 @@
+"""Test support: encode real Kafka record batches v2 (varint records, optional compression).
+
+Only for tests; the broker never encodes records.
+"""
+from __future__ import annotations
+
+import struct
+from typing import Sequence
+
+import cramjam
+import crc32c
+
+CODECS = {"none": 0, "gzip": 1, "snappy": 2, "snappy-xerial": 2, "lz4": 3, "zstd": 4}
+_HEADER_AFTER_CRC = struct.Struct(">hiqqqhii")
+
+
+def zigzag_varint(value: int) -> bytes:
+    v = (value << 1) ^ (value >> 63)
+    out = bytearray()
+    while True:
+        b = v & 0x7F
+        v >>= 7
+        if v:
+            out.append(b | 0x80)
+        else:
+            out.append(b)
+            return bytes(out)
+
+
+def _bytes_field(b: bytes | None) -> bytes:
+    if b is None:
+        return zigzag_varint(-1)
+    return zigzag_varint(len(b)) + b
+
+
+def encode_record(offset_delta: int, timestamp_delta: int, key: bytes | None, value: bytes | None,
+                  headers: Sequence[tuple[bytes, bytes | None]] = ()) -> bytes:
+    body = bytearray(b"\x00")
+    body += zigzag_varint(timestamp_delta)
+    body += zigzag_varint(offset_delta)
+    body += _bytes_field(key)
+    body += _bytes_field(value)
+    body += zigzag_varint(len(headers))
+    for hk, hv in headers:
+        body += _bytes_field(hk)
+        body += _bytes_field(hv)
+    return zigzag_varint(len(body)) + bytes(body)
+
+
+def xerial_snappy(data: bytes, block: int = 32 * 1024) -> bytes:
+    out = bytearray(b"\x82SNAPPY\x00" + struct.pack(">ii", 1, 1))
+    for i in range(0, len(data), block):
+        chunk = bytes(cramjam.snappy.compress_raw(data[i:i + block]))
+        out += struct.pack(">i", len(chunk)) + chunk
+    return bytes(out)
+
+
+def compress(codec: str, data: bytes) -> bytes:
+    if codec == "none":
+        return data
+    if codec == "gzip":
+        return bytes(cramjam.gzip.compress(data))
+    if codec == "snappy":
+        return bytes(cramjam.snappy.compress_raw(data))
+    if codec == "snappy-xerial":
+        return xerial_snappy(data)
+    if codec == "lz4":
+        return bytes(cramjam.lz4.compress(data))
+    if codec == "zstd":
+        return bytes(cramjam.zstd.compress(data))
+    raise ValueError(codec)
+
+
+def encode_batch(values: Sequence[bytes | None] = (b"v",), *, timestamps: Sequence[int] | None = None,
+                 keys: Sequence[bytes | None] | None = None, base_offset: int = 0, codec: str = "none",
+                 producer_id: int = -1, producer_epoch: int = -1, base_sequence: int = -1,
+                 magic: int = 2, log_append_time: bool = False, transactional: bool = False,
+                 control: bool = False, partition_leader_epoch: int = -1,
+                 record_headers: Sequence[tuple[bytes, bytes | None]] = ()) -> bytes:
+    """One v2 batch holding one record per value; timestamps default to 1_000_000 + i."""
+    n = len(values)
+    ts = list(timestamps) if timestamps is not None else [1_000_000 + i for i in range(n)]
+    base_ts = min(ts) if ts else -1
+    max_ts = max(ts) if ts else -1
+    keys = list(keys) if keys is not None else [None] * n
+    records = b"".join(encode_record(i, ts[i] - base_ts, keys[i], values[i], record_headers)
+                       for i in range(n))
+    payload = compress(codec, records)
+    attributes = CODECS[codec] | (0x08 if log_append_time else 0) | (0x10 if transactional else 0) \
+        | (0x20 if control else 0)
+    after_crc = _HEADER_AFTER_CRC.pack(attributes, max(n - 1, 0), base_ts, max_ts, producer_id,
+                                       producer_epoch, base_sequence, n) + payload
+    crc = crc32c.crc32c(after_crc)
+    batch_length = 4 + 1 + 4 + len(after_crc)   # leader epoch, magic, crc, rest
+    return struct.pack(">qiibI", base_offset, batch_length, partition_leader_epoch, magic, crc) + after_crc
+
+
+def batch_of_size(size: int, *, timestamp: int = 1_000_000, **kw: object) -> bytes:
+    """An uncompressed batch of one or two records of exactly `size` bytes (size >= 70)."""
+    overhead = len(encode_batch([b""], timestamps=[timestamp], **kw))  # type: ignore[arg-type]
+    value_len = size - overhead
+    # varint lengths grow with the value, so search near the estimate, with and without a 1-byte key
+    # (or split over two records when one record's length varint would skip the size)
+    for n in (1, 2):
+        for v in range(max(value_len - 8, 0), value_len + 4):
+            parts = [b"x" * v] if n == 1 else [b"x" * (v // 2), b"x" * (v - v // 2 - 4)]
+            b = encode_batch(parts, timestamps=[timestamp] * n, **kw)  # type: ignore[arg-type]
+            if len(b) == size:
+                return b
+    raise ValueError(f"cannot make a batch of exactly {size} bytes")
+
+
+def producer_batch(pid: int, epoch: int, seq: int, n: int = 1, **kw: object) -> bytes:
+    return encode_batch([b"p%d" % i for i in range(n)], producer_id=pid, producer_epoch=epoch,
+                        base_sequence=seq, **kw)  # type: ignore[arg-type]
