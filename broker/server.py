@@ -12,6 +12,7 @@ import fcntl
 import inspect
 import logging
 import os
+import resource
 import signal
 import socket
 import time
@@ -80,8 +81,19 @@ class BrokerServer:
             raise DataDirLockedError(f"data directory {self.data_dir} is in use by another broker") from None
         self._lock_fd = fd
 
+    @staticmethod
+    def _raise_open_file_limit() -> None:
+        """Storage keeps one fd per segment: raise the soft RLIMIT_NOFILE to the hard limit, as Kafka's docs advise."""
+        soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
+        if soft != hard:
+            try:
+                resource.setrlimit(resource.RLIMIT_NOFILE, (hard, hard))
+            except (ValueError, OSError) as e:
+                log.warning("cannot raise the open file limit from %d to %d: %s", soft, hard, e)
+
     async def start(self) -> None:
         started = time.monotonic()
+        self._raise_open_file_limit()
         self._lock_data_dir()
         cfg = self.config
         registry = TopicRegistry(self.data_dir, cfg.topic_defaults())

@@ -50,7 +50,7 @@ def test_list_offsets_earliest_latest_and_by_time(pylog_broker):
     for i in range(10, 20):
         p.produce("times", value=f"{i}".encode(), timestamp=t0 + i * 1000)
     p.flush()
-    c = Consumer({"bootstrap.servers": pylog_broker.bootstrap, "group.id": "unused"})
+    c = Consumer({"bootstrap.servers": pylog_broker.bootstrap, "group.id": "unused", "enable.auto.commit": False})
     try:
         assert c.get_watermark_offsets(TopicPartition("times", 0), timeout=10) == (0, 20)
         for i in (0, 3, 9, 10, 15, 19):
@@ -66,7 +66,7 @@ def test_list_offsets_earliest_latest_and_by_time(pylog_broker):
 
 def test_consumer_long_poll_returns_when_data_arrives(pylog_broker):
     create_topic(pylog_broker.bootstrap, "poll", partitions=1)
-    c = Consumer({"bootstrap.servers": pylog_broker.bootstrap, "group.id": "unused", "fetch.wait.max.ms": 10000,
+    c = Consumer({"bootstrap.servers": pylog_broker.bootstrap, "group.id": "unused", "enable.auto.commit": False, "fetch.wait.max.ms": 10000,
                   "fetch.min.bytes": 1})
     c.assign([TopicPartition("poll", 0, 0)])
     c.consume(1, 1.0)  # let the consumer settle into a long-poll fetch
@@ -124,7 +124,7 @@ def test_admin_topics_configs_partitions_and_delete_records(pylog_broker):
     fut = a.delete_records([TP("adm", 0, 7)])
     [(tp, f)] = fut.items()
     assert f.result(timeout=10).low_watermark == 7
-    c = Consumer({"bootstrap.servers": pylog_broker.bootstrap, "group.id": "unused"})
+    c = Consumer({"bootstrap.servers": pylog_broker.bootstrap, "group.id": "unused", "enable.auto.commit": False})
     assert c.get_watermark_offsets(TP("adm", 0), timeout=10) == (7, 10)
     c.close()
     # delete topic

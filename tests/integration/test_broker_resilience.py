@@ -24,10 +24,10 @@ def _segment_files(data_dir: Path, topic: str, partition: int = 0) -> list[Path]
 
 
 def test_clean_restart_keeps_everything(broker_factory, tmp_path):
-    b = broker_factory(settings={"log.segment.bytes": 20000})
+    b = broker_factory(settings={"log.segment.bytes": 50000})
     create_topic(b.bootstrap, "keep", partitions=3, config={"retention.ms": "86400000"})
     records = [(f"k{i}".encode(), os.urandom(100)) for i in range(3000)]
-    produce(b.bootstrap, "keep", records, acks="all")
+    produce(b.bootstrap, "keep", records, acks="all", **{"batch.size": 10000})
     assert b.stop() == 0, "SIGTERM must exit 0 after a clean flush"
     assert (b.data_dir / ".kafka_cleanshutdown").exists()
     b.start()
@@ -106,10 +106,10 @@ def test_segments_roll_and_retention_deletes_old_ones_while_a_consumer_reads(bro
                                  "log.segment.delete.delay.ms": 1000})
     create_topic(b.bootstrap, "ret", partitions=1, config={"retention.bytes": "200000"})
     from confluent_kafka import Consumer, TopicPartition
-    c = Consumer({"bootstrap.servers": b.bootstrap, "group.id": "unused", "auto.offset.reset": "earliest"})
+    c = Consumer({"bootstrap.servers": b.bootstrap, "group.id": "unused", "enable.auto.commit": False, "auto.offset.reset": "earliest"})
     c.assign([TopicPartition("ret", 0, 0)])
     seen = []
-    p = Producer({"bootstrap.servers": b.bootstrap, "linger.ms": 5})
+    p = Producer({"bootstrap.servers": b.bootstrap, "linger.ms": 5, "batch.size": 10000})
     for round_ in range(20):
         for i in range(200):
             p.produce("ret", f"{round_}-{i}".encode().ljust(100, b"."))
@@ -131,7 +131,7 @@ def test_segments_roll_and_retention_deletes_old_ones_while_a_consumer_reads(bro
         time.sleep(0.2)
     segs = _segment_files(b.data_dir, "ret")
     assert 2 <= len(segs) <= 6, [s.name for s in segs]
-    c2 = Consumer({"bootstrap.servers": b.bootstrap, "group.id": "unused"})
+    c2 = Consumer({"bootstrap.servers": b.bootstrap, "group.id": "unused", "enable.auto.commit": False})
     low, high = c2.get_watermark_offsets(TopicPartition("ret", 0), timeout=10)
     c2.close()
     assert low > 0 and low == int(segs[0].stem), "log start offset advanced to the oldest kept segment"
