@@ -1,0 +1,134 @@
+"""Sans-I/O protocol code, tested by feeding bytes: framing, request headers, response building, fetch encoding."""
+from __future__ import annotations
+
+import datetime
+import io
+import struct
+
+import pytest
+from kio.schema.errors import ErrorCode
+from kio.schema.fetch.v11.response import FetchResponse as FetchResponseV11
+from kio.schema.fetch.v12.response import FetchResponse as FetchResponseV12
+from kio.schema.metadata.v12.request import MetadataRequest, MetadataRequestTopic
+from kio.schema.produce.v9.response import ProduceResponse
+from kio.serial import entity_reader, entity_writer
+
+from broker.protocol.builder import build, ms
+from broker.protocol.codec import (
+    MalformedRequestError,
+    decode_request,
+    encode_response,
+    peek_header,
+    request_schema,
+    response_header,
+)
+from broker.protocol.fetch_response import PartitionData, encode_fetch_response
+from broker.protocol.framing import FrameDecoder, FrameError, encode_frame
+
+
+def _request_frame(body, correlation_id=42, client_id="me") -> bytes:
+    cid = client_id.encode()
+    header = struct.pack(">hhih", body.__api_key__, body.__version__, correlation_id, len(cid)) + cid
+    if body.__flexible__:
+        header += b"\x00"
+    buf = io.BytesIO()
+    entity_writer(type(body))(buf, body)
+    return header + buf.getvalue()
+
+
+def test_frames_split_across_reads_are_reassembled():
+    d = FrameDecoder(max_bytes=100)
+    data = encode_frame(b"hello") + encode_frame(b"world!")
+    assert d.feed(data[:3]) == []
+    assert d.feed(data[3:12]) == [b"hello"]
+    assert d.feed(data[12:]) == [b"world!"]
+
+
+def test_oversized_and_negative_frames_are_errors():
+    with pytest.raises(FrameError, match="exceeds socket.request.max.bytes=100"):
+        FrameDecoder(max_bytes=100).feed(struct.pack(">i", 101))
+    with pytest.raises(FrameError, match="negative"):
+        FrameDecoder(max_bytes=100).feed(struct.pack(">i", -1))
+
+
+def test_a_flexible_request_decodes_with_header_v2():
+    body = MetadataRequest(topics=(MetadataRequestTopic(topic_id=None, name="t"),), allow_auto_topic_creation=True,
+                           include_topic_authorized_operations=False)
+    frame = _request_frame(body)
+    assert peek_header(frame) == (3, 12, 42)
+    req = decode_request(frame, request_schema(3, 12))
+    assert req.client_id == "me" and req.correlation_id == 42
+    assert req.body.topics[0].name == "t"
+
+
+def test_null_client_id_is_accepted():
+    body = MetadataRequest(topics=None, allow_auto_topic_creation=False, include_topic_authorized_operations=False)
+    frame = bytearray(_request_frame(body, client_id=""))
+    frame[8:10] = struct.pack(">h", -1)
+    assert decode_request(bytes(frame), request_schema(3, 12)).client_id is None
+
+
+def test_garbage_bodies_are_malformed_with_the_correlation_id():
+    frame = struct.pack(">hhih", 3, 12, 77, 0) + b"\x00\xff\xff\xff\xff\xff"
+    with pytest.raises(MalformedRequestError) as e:
+        decode_request(frame, request_schema(3, 12))
+    assert e.value.correlation_id == 77
+
+
+def test_short_header_is_malformed():
+    with pytest.raises(MalformedRequestError):
+        peek_header(b"\x00\x03")
+
+
+def test_unknown_api_has_no_schema():
+    assert request_schema(999, 0) is None
+
+
+def test_response_header_version_follows_flexibility_except_api_versions():
+    assert response_header(3, 5, flexible=True) == struct.pack(">i", 5) + b"\x00"
+    assert response_header(3, 5, flexible=False) == struct.pack(">i", 5)
+    assert response_header(18, 5, flexible=True) == struct.pack(">i", 5)
+
+
+def test_build_fits_a_dict_to_the_version_and_converts_types():
+    resp = build(ProduceResponse, {"responses": [{"name": "t", "partition_responses": [
+        {"index": 0, "error_code": 0, "base_offset": 7, "log_append_time": 1000, "not_a_field": 1}]}], "throttle_time": 5})
+    p = resp.responses[0].partition_responses[0]
+    assert p.error_code is ErrorCode.none and p.base_offset == 7
+    assert ms(p.log_append_time) == 1000 and resp.throttle_time == datetime.timedelta(milliseconds=5)
+    assert p.error_message is None and p.record_errors == ()
+    frame = encode_response(0, 9, resp)
+    assert struct.unpack_from(">ii", frame) == (len(frame) - 4, 9)
+
+
+def test_build_names_a_missing_required_field():
+    with pytest.raises(TypeError, match="base_offset"):
+        build(ProduceResponse, {"responses": [{"name": "t", "partition_responses": [{"index": 0}]}]})
+
+
+class _Region:
+    def __init__(self, data: bytes) -> None:
+        self.data, self.fd, self.position, self.length = data, -1, 0, len(data)
+
+
+def _assemble(chunks) -> bytes:
+    return b"".join(c if isinstance(c, bytes) else c.data for c in chunks)
+
+
+@pytest.mark.parametrize("version,schema", [(11, FetchResponseV11), (12, FetchResponseV12)])
+def test_fetch_response_with_file_regions_decodes_as_kafka_does(version, schema):
+    records = b"R" * 100
+    chunks = encode_fetch_response(version, 3, [
+        ("a", [PartitionData(0, 0, 10, 10, 0, _Region(records)), PartitionData(1, 1, -1, -1, -1, None)]),
+        ("b", [PartitionData(0, 0, 5, 5, 2, b"")]),
+    ])
+    frame = _assemble(chunks)
+    assert struct.unpack_from(">i", frame)[0] == len(frame) - 4
+    assert struct.unpack_from(">i", frame, 4)[0] == 3
+    body_at = 8 + (1 if version >= 12 else 0)
+    resp, size = entity_reader(schema)(frame, body_at)
+    assert body_at + size == len(frame)
+    a0, a1 = resp.responses[0].partitions
+    assert (a0.high_watermark, a0.records) == (10, records)
+    assert a1.error_code == ErrorCode.offset_out_of_range and a1.records is None
+    assert resp.responses[1].partitions[0].log_start_offset == 2
