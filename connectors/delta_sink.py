@@ -1,0 +1,178 @@
+"""The Spark data source `pylog-delta`: an exactly-once Delta Lake sink for streams and batch jobs.
+
+    df.writeStream.format("pylog-delta").option("path", table).option("appId", "orders")
+      .option("checkpointLocation", ckpt).start()
+
+Executors write Parquet files (no data passes through the driver); the driver makes one Delta
+commit per batch with the add actions, the marker txn(app id, batch id) and the batch's source end
+offsets, read from `<checkpoint>/offsets/<batchId>` (see connectors.delta_commit for the rule).
+
+Options: path (required), appId (default: derived from the path), partitionBy (comma-separated),
+mergeSchema (true: add new nullable columns), generation (set by jobs; otherwise chosen from the
+checkpoint and the table). Batch writes (`df.write.format("pylog-delta").mode("append"|"overwrite")`)
+also take batchId and offsets (a startingOffsets-style JSON of the data's end offsets).
+"""
+from __future__ import annotations
+
+import json
+import logging
+from pathlib import Path
+from typing import Iterator
+
+import pyarrow as pa
+from pyspark.sql.datasource import (
+    DataSource,
+    DataSourceArrowWriter,
+    DataSourceStreamArrowWriter,
+    WriterCommitMessage,
+)
+from pyspark.sql.types import StructType
+
+from connectors.delta_commit import BatchCommit, commit_batch, next_generation, open_table
+from connectors.offset_txns import marker_app_id, parse_offsets_json
+from connectors.parquet_files import remove_files, write_files
+from connectors.spark_checkpoint import kafka_offsets
+
+log = logging.getLogger(__name__)
+
+GENERATION_FILE = "pylog-delta-sink.json"
+_BOOL = {"true": True, "false": False}
+
+
+class SinkOptionError(ValueError):
+    pass
+
+
+def _local_path(path: str) -> str:
+    return path[len("file:"):] if path.startswith("file:") else path
+
+
+class SinkOptions:
+    def __init__(self, options: dict[str, str]) -> None:
+        o = {k.lower(): v for k, v in options.items()}
+        if not o.get("path"):
+            raise SinkOptionError("pylog-delta: option 'path' (the Delta table location) is required")
+        self.path = str(Path(_local_path(o["path"])).absolute())
+        self.app_id = o.get("appid") or f"pylog-delta:{self.path}"
+        self.partition_by = [c.strip() for c in o.get("partitionby", "").split(",") if c.strip()]
+        self.merge_schema = self._bool(o, "mergeschema")
+        self.checkpoint = _local_path(o["checkpointlocation"]) if o.get("checkpointlocation") else None
+        self.generation = self._int(o, "generation")
+        self.batch_id = self._int(o, "batchid")
+        self.offsets = None
+        if o.get("offsets"):
+            try:
+                self.offsets = parse_offsets_json(o["offsets"])
+            except (ValueError, TypeError, AttributeError) as e:
+                raise SinkOptionError(f"pylog-delta: option 'offsets' must be JSON like {{\"topic\":{{\"0\":23}}}}: {e}") from None
+
+    @staticmethod
+    def _bool(o: dict[str, str], key: str) -> bool:
+        v = o.get(key, "false").strip().lower()
+        if v not in _BOOL:
+            raise SinkOptionError(f"pylog-delta: option '{key}' must be true or false, got {o[key]!r}")
+        return _BOOL[v]
+
+    @staticmethod
+    def _int(o: dict[str, str], key: str) -> int | None:
+        if key not in o:
+            return None
+        try:
+            v = int(o[key])
+        except ValueError:
+            raise SinkOptionError(f"pylog-delta: option '{key}' must be a non-negative integer, got {o[key]!r}") from None
+        if v < 0:
+            raise SinkOptionError(f"pylog-delta: option '{key}' must be a non-negative integer, got {v}")
+        return v
+
+
+def _arrow_schema(schema: StructType) -> pa.Schema:
+    from pyspark.sql.pandas.types import to_arrow_schema
+
+    return to_arrow_schema(schema, timezone="UTC")
+
+
+def _files_of(messages: list) -> list[dict]:
+    return [f for m in messages if m is not None for f in m.files]
+
+
+class _FilesMessage(WriterCommitMessage):
+    def __init__(self, files: list[dict]) -> None:
+        self.files = files
+
+
+def _write(opts: SinkOptions, iterator: Iterator[pa.RecordBatch]) -> _FilesMessage:
+    return _FilesMessage([f.to_dict() for f in write_files(opts.path, iterator, opts.partition_by)])
+
+
+def _resolve_generation(opts: SinkOptions) -> int:
+    """A stream's generation: fixed by the job, or remembered in its checkpoint, or the table's next one."""
+    if opts.generation is not None:
+        return opts.generation
+    if opts.checkpoint is None:
+        return 0
+    f = Path(opts.checkpoint) / GENERATION_FILE
+    if f.exists():
+        data = json.loads(f.read_text())
+        if data.get("appId") == opts.app_id:
+            return int(data["generation"])
+    gen = next_generation(opts.path, opts.app_id)
+    f.parent.mkdir(parents=True, exist_ok=True)
+    f.write_text(json.dumps({"appId": opts.app_id, "generation": gen}))
+    log.info("pylog-delta: app %s writes generation %d from checkpoint %s", opts.app_id, gen, opts.checkpoint)
+    return gen
+
+
+class DeltaStreamWriter(DataSourceStreamArrowWriter):
+    def __init__(self, opts: SinkOptions, schema: StructType) -> None:
+        self.opts = opts
+        self.schema = _arrow_schema(schema)
+        self.generation = _resolve_generation(opts)
+
+    def write(self, iterator: Iterator[pa.RecordBatch]) -> WriterCommitMessage:
+        return _write(self.opts, iterator)
+
+    def commit(self, messages: list, batchId: int) -> None:
+        offsets = kafka_offsets(self.opts.checkpoint, batchId) if self.opts.checkpoint else None
+        commit_batch(BatchCommit(self.opts.path, self.opts.app_id, batchId, _files_of(messages), self.schema,
+                                 self.generation, offsets, self.opts.partition_by, self.opts.merge_schema))
+
+    def abort(self, messages: list, batchId: int) -> None:
+        remove_files(self.opts.path, _files_of(messages))
+
+
+class DeltaBatchWriter(DataSourceArrowWriter):
+    def __init__(self, opts: SinkOptions, schema: StructType, overwrite: bool) -> None:
+        self.opts = opts
+        self.schema = _arrow_schema(schema)
+        self.overwrite = overwrite
+        gen = opts.generation or 0
+        if opts.batch_id is not None:
+            self.batch_id = opts.batch_id
+        else:
+            dt = open_table(opts.path)
+            last = dt.transaction_version(marker_app_id(opts.app_id, gen)) if dt is not None else None
+            self.batch_id = 0 if last is None else last + 1
+
+    def write(self, iterator: Iterator[pa.RecordBatch]) -> WriterCommitMessage:
+        return _write(self.opts, iterator)
+
+    def commit(self, messages: list) -> None:
+        commit_batch(BatchCommit(self.opts.path, self.opts.app_id, self.batch_id, _files_of(messages), self.schema,
+                                 self.opts.generation or 0, self.opts.offsets, self.opts.partition_by,
+                                 self.opts.merge_schema, mode="overwrite" if self.overwrite else "append"))
+
+    def abort(self, messages: list) -> None:
+        remove_files(self.opts.path, _files_of(messages))
+
+
+class DeltaSinkDataSource(DataSource):
+    @classmethod
+    def name(cls) -> str:
+        return "pylog-delta"
+
+    def writer(self, schema: StructType, overwrite: bool) -> DeltaBatchWriter:
+        return DeltaBatchWriter(SinkOptions(dict(self.options)), schema, overwrite)
+
+    def streamWriter(self, schema: StructType, overwrite: bool) -> DeltaStreamWriter:
+        return DeltaStreamWriter(SinkOptions(dict(self.options)), schema)

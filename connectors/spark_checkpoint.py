@@ -1,0 +1,40 @@
+"""Read what Spark Structured Streaming wrote in a checkpoint: the source end offsets of each batch.
+
+Spark writes `<checkpoint>/offsets/<batchId>` before running batch N: a version line ("v1"), a
+metadata JSON line, then one JSON line per source. Read-only.
+"""
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+
+def _local(path: str) -> Path:
+    return Path(path[len("file:"):] if path.startswith("file:") else path)
+
+
+def batch_offsets(checkpoint: str, batch_id: int) -> list[Any]:
+    """The per-source end offsets of `batch_id` (parsed JSON, one entry per source); [] when absent."""
+    f = _local(checkpoint) / "offsets" / str(batch_id)
+    if not f.exists():
+        return []
+    lines = f.read_text().splitlines()
+    if not lines or not lines[0].startswith("v"):
+        raise ValueError(f"{f} is not a Spark offsets log entry")
+    out = []
+    for line in lines[2:]:
+        line = line.strip()
+        out.append(None if line in ("", "-") else json.loads(line))
+    return out
+
+
+def kafka_offsets(checkpoint: str, batch_id: int) -> dict[str, dict[int, int]] | None:
+    """The batch's end offsets of the (single) Kafka-style source, {topic: {partition: offset}}, if any."""
+    for src in batch_offsets(checkpoint, batch_id):
+        if isinstance(src, dict) and src and all(isinstance(v, dict) for v in src.values()):
+            try:
+                return {t: {int(p): int(o) for p, o in parts.items()} for t, parts in src.items()}
+            except (TypeError, ValueError):
+                continue
+    return None
