@@ -11,7 +11,7 @@ import importlib
 import logging
 import sys
 
-SUBCOMMANDS = ["broker_cmd", "topics", "produce", "consume", "perf"]
+SUBCOMMANDS = ["broker_cmd", "topics", "produce", "consume", "perf", "groups", "job_cmd"]
 
 
 class CliError(Exception):
