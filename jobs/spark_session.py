@@ -17,6 +17,7 @@ def build_session(cfg: JobConfig, app_name: str):  # -> SparkSession (pyspark im
 
     b = (SparkSession.builder.appName(app_name).master(cfg.get("spark.master", "local[2]"))
          .config("spark.ui.enabled", "false")
+         .config("spark.ui.showConsoleProgress", "false")
          .config("spark.sql.shuffle.partitions", cfg.get("spark.sql.shuffle.partitions", "4"))
          .config("spark.sql.session.timeZone", "UTC"))
     if log4j.exists():
