@@ -5,12 +5,19 @@ Owns nothing itself: handlers stay free of state by reaching broker state only t
 from __future__ import annotations
 
 import time
+from contextvars import ContextVar
 from dataclasses import dataclass, field
-from typing import Callable
+from typing import TYPE_CHECKING, Callable
 
 from broker.cluster.producer_ids import ProducerIdManager
 from broker.config import BrokerConfig
 from broker.replica_manager import ReplicaManager
+
+if TYPE_CHECKING:
+    from broker.groups.service import GroupService
+
+# The connection's client address ("/127.0.0.1"), set by the server per connection task (JoinGroup's client host).
+CLIENT_HOST: ContextVar[str] = ContextVar("client_host", default="")
 
 
 @dataclass
@@ -23,6 +30,7 @@ class BrokerContext:
     host: str
     port: int
     clock: Callable[[], float] = field(default=time.time)
+    groups: "GroupService | None" = None
 
     def now_ms(self) -> int:
         return int(self.clock() * 1000)

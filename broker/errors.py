@@ -140,3 +140,61 @@ class InvalidReplicaAssignmentError(KafkaError):
 
 class UnknownTopicIdError(KafkaError):
     code = ErrorCode.unknown_topic_id
+
+
+# --- Consumer groups (broker/groups) ---------------------------------------------------------
+
+class CoordinatorNotAvailableError(KafkaError):
+    code = ErrorCode.coordinator_not_available
+
+
+class CoordinatorLoadInProgressError(KafkaError):
+    code = ErrorCode.coordinator_load_in_progress
+
+
+class InvalidGroupIdError(KafkaError):
+    code = ErrorCode.invalid_group_id
+
+
+class InvalidSessionTimeoutError(KafkaError):
+    code = ErrorCode.invalid_session_timeout
+
+
+class InconsistentGroupProtocolError(KafkaError):
+    code = ErrorCode.inconsistent_group_protocol
+
+
+class UnknownMemberIdError(KafkaError):
+    code = ErrorCode.unknown_member_id
+
+
+class MemberIdRequiredError(KafkaError):
+    code = ErrorCode.member_id_required
+
+
+class IllegalGenerationError(KafkaError):
+    code = ErrorCode.illegal_generation
+
+
+class RebalanceInProgressError(KafkaError):
+    code = ErrorCode.rebalance_in_progress
+
+
+class FencedInstanceIdError(KafkaError):
+    code = ErrorCode.fenced_instance_id
+
+
+class GroupIdNotFoundError(KafkaError):
+    code = ErrorCode.group_id_not_found
+
+
+class NonEmptyGroupError(KafkaError):
+    code = ErrorCode.non_empty_group
+
+
+class GroupSubscribedToTopicError(KafkaError):
+    code = ErrorCode.group_subscribed_to_topic
+
+
+class OffsetMetadataTooLargeError(KafkaError):
+    code = ErrorCode.offset_metadata_too_large

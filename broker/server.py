@@ -25,7 +25,9 @@ from broker.apis.registry import supported
 from broker.cluster.producer_ids import ProducerIdManager
 from broker.cluster.topic_registry import TopicRegistry
 from broker.config import BrokerConfig
-from broker.context import BrokerContext
+from broker.context import CLIENT_HOST, BrokerContext
+from broker.groups.service import GroupService
+from broker.log.cleaner import LogCleaner
 from broker.log.log_manager import LogManager
 from broker.protocol.codec import (
     API_VERSIONS_KEY,
@@ -68,6 +70,7 @@ class BrokerServer:
         self._housekeeping: asyncio.Task[None] | None = None
         self._lock_fd: int | None = None
         self.ctx: BrokerContext | None = None
+        self._cleaner: LogCleaner | None = None
         self.port: int = config["port"]
 
     # -- lifecycle
@@ -99,7 +102,11 @@ class BrokerServer:
         registry = TopicRegistry(self.data_dir, cfg.topic_defaults())
         logs = LogManager(self.data_dir, producer_id_expiration_ms=cfg["producer.id.expiration.ms"])
         replicas = ReplicaManager(cfg, registry, logs)
+        LogCleaner.recover_swaps(self.data_dir)
         replicas.startup()
+        self._cleaner = LogCleaner(logs, enabled=cfg["log.cleaner.enable"], backoff_ms=cfg["log.cleaner.backoff.ms"])
+        groups = GroupService(cfg, replicas, time.time)
+        groups.startup()
         self._server = await asyncio.start_server(
             self._on_connection, host=cfg["host.name"], port=cfg["port"], limit=1 << 20, backlog=1024
         )
@@ -112,6 +119,7 @@ class BrokerServer:
             node_id=cfg["broker.id"],
             host=cfg.advertised_host,
             port=cfg["advertised.port"] or self.port,
+            groups=groups,
         )
         self._housekeeping = asyncio.create_task(self._housekeeping_loop())
         log.info(
@@ -129,6 +137,8 @@ class BrokerServer:
         if self._connections:
             await asyncio.gather(*self._connections, return_exceptions=True)
         if self.ctx is not None:
+            if self.ctx.groups is not None:
+                self.ctx.groups.shutdown()
             self.ctx.replicas.shutdown()
         if self._lock_fd is not None:
             os.close(self._lock_fd)
@@ -146,6 +156,8 @@ class BrokerServer:
             try:
                 replicas.logs.flush_due(now_ms)
                 replicas.logs.purge_deleted_files(now_ms)
+                if self._cleaner is not None:
+                    self._cleaner.maybe_clean(now_ms)
                 if time.monotonic() >= next_retention:
                     next_retention = time.monotonic() + retention_every
                     deleted = replicas.run_retention(now_ms)
@@ -169,6 +181,7 @@ class BrokerServer:
         assert task is not None
         self._connections.add(task)
         peer = writer.get_extra_info("peername")
+        CLIENT_HOST.set(f"/{peer[0]}" if peer else "")
         self._tune_socket(writer)
         try:
             await self._serve(reader, writer, peer)

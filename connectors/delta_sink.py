@@ -28,6 +28,7 @@ from pyspark.sql.datasource import (
 )
 from pyspark.sql.types import StructType
 
+from connectors import faults
 from connectors.delta_commit import BatchCommit, commit_batch, next_generation, open_table
 from connectors.offset_txns import marker_app_id, parse_offsets_json
 from connectors.parquet_files import remove_files, write_files
@@ -136,6 +137,7 @@ class DeltaStreamWriter(DataSourceStreamArrowWriter):
         offsets = kafka_offsets(self.opts.checkpoint, batchId) if self.opts.checkpoint else None
         commit_batch(BatchCommit(self.opts.path, self.opts.app_id, batchId, _files_of(messages), self.schema,
                                  self.generation, offsets, self.opts.partition_by, self.opts.merge_schema))
+        faults.after_delta_commit(batchId)
 
     def abort(self, messages: list, batchId: int) -> None:
         remove_files(self.opts.path, _files_of(messages))

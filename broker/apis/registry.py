@@ -9,6 +9,7 @@ from dataclasses import dataclass
 from typing import Any, Callable
 
 from broker.apis import admin_configs, admin_topics, api_versions, fetch, list_offsets, metadata, produce, producer_id
+from broker.apis import groups, offsets
 
 
 @dataclass(frozen=True)
@@ -27,6 +28,15 @@ API_TABLE: dict[int, Api] = {
         Api(1, "Fetch", 4, 12, fetch.handle),
         Api(2, "ListOffsets", 1, 7, list_offsets.handle),
         Api(3, "Metadata", 0, 12, metadata.handle),
+        Api(8, "OffsetCommit", 2, 8, offsets.handle_offset_commit),
+        Api(9, "OffsetFetch", 1, 8, offsets.handle_offset_fetch),
+        Api(10, "FindCoordinator", 0, 4, groups.handle_find_coordinator),
+        Api(11, "JoinGroup", 0, 9, groups.handle_join_group),
+        Api(12, "Heartbeat", 0, 4, groups.handle_heartbeat),
+        Api(13, "LeaveGroup", 0, 5, groups.handle_leave_group),
+        Api(14, "SyncGroup", 0, 5, groups.handle_sync_group),
+        Api(15, "DescribeGroups", 0, 5, groups.handle_describe_groups),
+        Api(16, "ListGroups", 0, 5, groups.handle_list_groups),
         Api(18, "ApiVersions", 0, 3, api_versions.handle),
         Api(19, "CreateTopics", 2, 7, admin_topics.handle_create_topics),
         Api(20, "DeleteTopics", 1, 6, admin_topics.handle_delete_topics),
@@ -34,7 +44,9 @@ API_TABLE: dict[int, Api] = {
         Api(22, "InitProducerId", 0, 4, producer_id.handle),
         Api(32, "DescribeConfigs", 1, 4, admin_configs.handle_describe_configs),
         Api(37, "CreatePartitions", 0, 3, admin_topics.handle_create_partitions),
+        Api(42, "DeleteGroups", 0, 2, groups.handle_delete_groups),
         Api(44, "IncrementalAlterConfigs", 0, 1, admin_configs.handle_incremental_alter_configs),
+        Api(47, "OffsetDelete", 0, 0, offsets.handle_offset_delete),
     ]
 }
 

@@ -32,6 +32,7 @@ from broker.log.constants import (
     LOG_SUFFIX,
     TIME_INDEX_SUFFIX,
     TMP_SUFFIX,
+    offset_file_name,
 )
 from broker.log.fileutil import atomic_write, remove_quietly
 from broker.log.producer_state import ProducerStateManager
@@ -360,6 +361,28 @@ class PartitionLog:
             log.info("%s: deleted segment %d (%s)", self.name, seg.base_offset, why)
             count += 1
         return count
+
+    def replace_segments(self, old: list[LogSegment], swap_path: Path) -> LogSegment:
+        """Log cleaner: swap consecutive sealed segments `old` for the cleaned file `swap_path`.
+
+        The cleaned segment takes the first old segment's base offset; the old files become
+        `*.deleted` (their fds stay open for in-flight reads) and go after file.delete.delay.ms.
+        """
+        i = self.segments.index(old[0])
+        if self.segments[i:i + len(old)] != old or old[-1] is self.active_segment:
+            raise ValueError(f"{self.name}: segments to replace must be consecutive and sealed")
+        now = self._now_ms()
+        for seg in old:
+            seg.mark_deleted()
+            self._pending_deletes.append((now + self.config.file_delete_delay_ms, seg))
+        base = old[0].base_offset
+        swap_path.replace(self.directory / offset_file_name(base, LOG_SUFFIX))
+        new = self._open_segment(base, jitter=False)
+        new.rebuild_indexes()
+        new.seal()
+        self.segments[i:i + len(old)] = [new]
+        self._bases[i:i + len(old)] = [base]
+        return new
 
     def purge_deleted(self, now_ms: int) -> int:
         """Really remove `*.deleted` files whose file.delete.delay.ms has passed; returns how many."""

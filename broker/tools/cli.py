@@ -23,12 +23,7 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("--log-level", default="INFO", help="logging level (default INFO)")
     sub = parser.add_subparsers(dest="command", metavar="COMMAND", required=True)
     for name in SUBCOMMANDS:
-        try:
-            module = importlib.import_module(f"broker.tools.{name}")
-        except ModuleNotFoundError as e:
-            if e.name == f"broker.tools.{name}":
-                continue
-            raise
+        module = importlib.import_module(f"broker.tools.{name}")
         module.register(sub)
     return parser
 

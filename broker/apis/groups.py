@@ -1,0 +1,129 @@
+"""Group membership and admin APIs: FindCoordinator, JoinGroup, SyncGroup, Heartbeat, LeaveGroup,
+DescribeGroups, ListGroups, DeleteGroups.
+
+Decode → call `ctx.groups` (broker/groups/service.py) → encode. Holds no state: every group lives
+in the coordinator, which also owns the timers.
+"""
+from __future__ import annotations
+
+from typing import Any
+
+from broker.apis.common import field
+from broker.context import CLIENT_HOST, BrokerContext
+from broker.errors import ErrorCode
+from broker.groups.service import GroupService
+from broker.protocol.builder import build, ms
+from broker.protocol.codec import Request, response_schema
+
+KEY_TYPE_GROUP = 0
+
+
+def _groups(ctx: BrokerContext) -> GroupService:
+    assert ctx.groups is not None, "the group coordinator is not running"
+    return ctx.groups
+
+
+def handle_find_coordinator(ctx: BrokerContext, req: Request) -> Any:
+    body = req.body
+    key_type = field(body, "key_type", KEY_TYPE_GROUP)
+
+    def lookup(key: str) -> dict[str, Any]:
+        entry: dict[str, Any] = {"key": key, "node_id": ctx.node_id, "host": ctx.host, "port": ctx.port,
+                                 "error_code": ErrorCode.none, "error_message": None}
+        if key_type != KEY_TYPE_GROUP:
+            entry.update(node_id=-1, host="", port=-1, error_code=ErrorCode.coordinator_not_available,
+                         error_message="pylog coordinates consumer groups only (no transactions)")
+        elif not key:
+            entry.update(node_id=-1, host="", port=-1, error_code=ErrorCode.invalid_request,
+                         error_message="empty group id")
+        return entry
+
+    schema = response_schema(10, req.api_version)
+    if req.api_version >= 4:
+        return build(schema, {"throttle_time": 0, "coordinators": [lookup(k) for k in body.coordinator_keys]})
+    return build(schema, {"throttle_time": 0, **lookup(body.key)})
+
+
+async def handle_join_group(ctx: BrokerContext, req: Request) -> Any:
+    body, version = req.body, req.api_version
+    session_ms = ms(body.session_timeout)
+    rebalance_ms = ms(field(body, "rebalance_timeout", None)) if version >= 1 else session_ms
+    result = await _groups(ctx).join_group(
+        body.group_id, body.member_id, field(body, "group_instance_id", None), body.protocol_type,
+        [(p.name, bytes(p.metadata)) for p in body.protocols], session_ms, rebalance_ms,
+        req.client_id or "", CLIENT_HOST.get(), version)
+    protocol_name = result.protocol_name
+    if protocol_name is None and version < 7:
+        protocol_name = ""
+    return build(response_schema(11, version), {
+        "throttle_time": 0,
+        "error_code": result.error,
+        "generation_id": result.generation_id,
+        "protocol_type": result.protocol_type,
+        "protocol_name": protocol_name,
+        "leader": result.leader_id,
+        "skip_assignment": result.skip_assignment,
+        "member_id": result.member_id,
+        "members": [{"member_id": m, "group_instance_id": i, "metadata": md} for m, i, md in result.members],
+    })
+
+
+async def handle_sync_group(ctx: BrokerContext, req: Request) -> Any:
+    body = req.body
+    result = await _groups(ctx).sync_group(
+        body.group_id, body.generation_id, body.member_id, field(body, "group_instance_id", None),
+        field(body, "protocol_type", None), field(body, "protocol_name", None),
+        {a.member_id: bytes(a.assignment) for a in body.assignments})
+    return build(response_schema(14, req.api_version), {
+        "throttle_time": 0, "error_code": result.error, "assignment": result.assignment,
+        "protocol_type": result.protocol_type, "protocol_name": result.protocol_name,
+    })
+
+
+def handle_heartbeat(ctx: BrokerContext, req: Request) -> Any:
+    body = req.body
+    error = _groups(ctx).heartbeat(body.group_id, body.generation_id, body.member_id,
+                                   field(body, "group_instance_id", None))
+    return build(response_schema(12, req.api_version), {"throttle_time": 0, "error_code": error})
+
+
+def handle_leave_group(ctx: BrokerContext, req: Request) -> Any:
+    body, version = req.body, req.api_version
+    if version >= 3:
+        leaving = [(m.member_id, m.group_instance_id) for m in body.members]
+    else:
+        leaving = [(body.member_id, None)]
+    group_error, errors = _groups(ctx).leave_group(body.group_id, leaving)
+    if version < 3 and group_error == ErrorCode.none:
+        group_error = errors[0]
+    return build(response_schema(13, version), {
+        "throttle_time": 0,
+        "error_code": group_error,
+        "members": [{"member_id": m, "group_instance_id": i, "error_code": e} for (m, i), e in zip(leaving, errors)],
+    })
+
+
+def handle_describe_groups(ctx: BrokerContext, req: Request) -> Any:
+    groups = _groups(ctx)
+    described = []
+    for group_id in req.body.groups:
+        entry = groups.describe_group(group_id)
+        entry["authorized_operations"] = -2147483648
+        described.append(entry)
+    return build(response_schema(15, req.api_version), {"throttle_time": 0, "groups": described})
+
+
+def handle_list_groups(ctx: BrokerContext, req: Request) -> Any:
+    body = req.body
+    listed = _groups(ctx).list_groups(field(body, "states_filter", ()) or ())
+    types = {t.lower() for t in field(body, "types_filter", ()) or ()}
+    if types and "classic" not in types:
+        listed = []
+    return build(response_schema(16, req.api_version), {"throttle_time": 0, "error_code": ErrorCode.none,
+                                                        "groups": listed})
+
+
+def handle_delete_groups(ctx: BrokerContext, req: Request) -> Any:
+    groups = _groups(ctx)
+    results = [{"group_id": g, "error_code": groups.delete_group(g)} for g in req.body.groups_names]
+    return build(response_schema(42, req.api_version), {"throttle_time": 0, "results": results})

@@ -1,0 +1,78 @@
+"""Committed offset APIs: OffsetCommit, OffsetFetch (single and batched groups) and OffsetDelete.
+
+Decode → call `ctx.groups` → encode. Metadata strings and committed leader epochs round-trip.
+Holds no state.
+"""
+from __future__ import annotations
+
+from typing import Any
+
+from broker.apis.common import field
+from broker.context import BrokerContext
+from broker.errors import ErrorCode
+from broker.groups.service import GroupService
+from broker.protocol.builder import build
+from broker.protocol.codec import Request, response_schema
+
+
+def _groups(ctx: BrokerContext) -> GroupService:
+    assert ctx.groups is not None, "the group coordinator is not running"
+    return ctx.groups
+
+
+def handle_offset_commit(ctx: BrokerContext, req: Request) -> Any:
+    body = req.body
+    offsets: dict[tuple[str, int], tuple[int, int, str | None]] = {}
+    for t in body.topics:
+        for p in t.partitions:
+            offsets[(t.name, p.partition_index)] = (
+                p.committed_offset, field(p, "committed_leader_epoch", -1), p.committed_metadata)
+    results = _groups(ctx).commit_offsets(body.group_id, body.member_id, field(body, "group_instance_id", None),
+                                          body.generation_id_or_member_epoch, offsets)
+    topics: dict[str, list[dict[str, Any]]] = {}
+    for (topic, partition), error in results.items():
+        topics.setdefault(topic, []).append({"partition_index": partition, "error_code": error})
+    return build(response_schema(8, req.api_version), {
+        "throttle_time": 0,
+        "topics": [{"name": name, "partitions": parts} for name, parts in topics.items()],
+    })
+
+
+def _fetch_group(groups: GroupService, group_id: str, topics: Any) -> list[dict[str, Any]]:
+    wanted = None if topics is None else [(t.name, p) for t in topics for p in t.partition_indexes]
+    found = groups.fetch_offsets(group_id, wanted)
+    by_topic: dict[str, list[dict[str, Any]]] = {}
+    for (topic, partition), value in sorted(found.items()):
+        entry: dict[str, Any] = {"partition_index": partition, "committed_offset": -1, "committed_leader_epoch": -1,
+                                 "metadata": "", "error_code": ErrorCode.none}
+        if value is not None:
+            entry.update(committed_offset=value.offset, committed_leader_epoch=value.leader_epoch,
+                         metadata=value.metadata)
+        by_topic.setdefault(topic, []).append(entry)
+    return [{"name": name, "partitions": parts} for name, parts in by_topic.items()]
+
+
+def handle_offset_fetch(ctx: BrokerContext, req: Request) -> Any:
+    body, groups = req.body, _groups(ctx)
+    schema = response_schema(9, req.api_version)
+    if req.api_version >= 8:
+        return build(schema, {"throttle_time": 0, "groups": [
+            {"group_id": g.group_id, "topics": _fetch_group(groups, g.group_id, g.topics), "error_code": ErrorCode.none}
+            for g in body.groups]})
+    error = ErrorCode.none if body.group_id else ErrorCode.invalid_group_id
+    topics = _fetch_group(groups, body.group_id, body.topics) if error == ErrorCode.none else []
+    return build(schema, {"throttle_time": 0, "topics": topics, "error_code": error})
+
+
+def handle_offset_delete(ctx: BrokerContext, req: Request) -> Any:
+    body = req.body
+    tps = [(t.name, p.partition_index) for t in body.topics for p in t.partitions]
+    error, results = _groups(ctx).delete_offsets(body.group_id, tps)
+    topics: dict[str, list[dict[str, Any]]] = {}
+    if error == ErrorCode.none:
+        for (topic, partition), e in results.items():
+            topics.setdefault(topic, []).append({"partition_index": partition, "error_code": e})
+    return build(response_schema(47, req.api_version), {
+        "error_code": error, "throttle_time": 0,
+        "topics": [{"name": name, "partitions": parts} for name, parts in topics.items()],
+    })

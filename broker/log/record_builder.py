@@ -1,0 +1,156 @@
+"""Record batch v2 encoding and full record decoding, for the broker's own records.
+
+Owns: building real v2 batches (varint records, CRC32C) from (key, value, timestamp) records, as
+the broker writes them into internal topics (`__consumer_offsets`) and as the log cleaner rewrites
+compacted batches; and decoding every record of a batch (keys, values, headers) for loading those
+topics and for compaction.
+
+Never used on the produce/fetch hot path: client batches stay opaque bytes (see record_batch.py).
+Knows nothing about files or the network protocol.
+"""
+from __future__ import annotations
+
+import struct
+from dataclasses import dataclass, field
+from typing import Iterator, Sequence
+
+import crc32c
+
+from broker.errors import CorruptRecordError
+from broker.log.constants import CURRENT_MAGIC, HEADER_SIZE
+from broker.log.record_batch import decompress, parse_header
+
+__all__ = ["Record", "encode_batch", "decode_records", "iter_batches"]
+
+_AFTER_CRC = struct.Struct(">hiqqqhii")   # attributes .. recordsCount
+_BEFORE_CRC = struct.Struct(">qiibI")     # baseOffset, batchLength, leaderEpoch, magic, crc
+_TIMESTAMP_TYPE_BIT = 0x08
+NO_PRODUCER_ID = -1
+
+
+@dataclass(slots=True)
+class Record:
+    """One record with its absolute offset and timestamp. `value is None` is a tombstone."""
+
+    offset: int
+    timestamp: int
+    key: bytes | None
+    value: bytes | None
+    headers: Sequence[tuple[str, bytes | None]] = field(default_factory=tuple)
+
+
+def _varint(value: int) -> bytes:
+    v = (value << 1) ^ (value >> 63)
+    out = bytearray()
+    while v > 0x7F:
+        out.append((v & 0x7F) | 0x80)
+        v >>= 7
+    out.append(v)
+    return bytes(out)
+
+
+def _bytes_field(b: bytes | None) -> bytes:
+    return _varint(-1) if b is None else _varint(len(b)) + b
+
+
+def _encode_record(offset_delta: int, timestamp_delta: int, r: Record) -> bytes:
+    body = bytearray(b"\x00")
+    body += _varint(timestamp_delta)
+    body += _varint(offset_delta)
+    body += _bytes_field(r.key)
+    body += _bytes_field(r.value)
+    body += _varint(len(r.headers))
+    for hk, hv in r.headers:
+        body += _bytes_field(hk.encode())
+        body += _bytes_field(hv)
+    return _varint(len(body)) + bytes(body)
+
+
+def encode_batch(records: Sequence[Record], *, producer_id: int = NO_PRODUCER_ID, producer_epoch: int = -1,
+                 base_sequence: int = -1, log_append_time: bool = False, partition_leader_epoch: int = -1) -> bytes:
+    """One uncompressed v2 batch; its base offset is the first record's offset (deltas preserved)."""
+    if not records:
+        raise ValueError("a record batch needs at least one record")
+    base_offset = records[0].offset
+    base_ts = min(r.timestamp for r in records)
+    max_ts = max(r.timestamp for r in records)
+    payload = b"".join(_encode_record(r.offset - base_offset, r.timestamp - base_ts, r) for r in records)
+    attributes = _TIMESTAMP_TYPE_BIT if log_append_time else 0
+    after_crc = _AFTER_CRC.pack(attributes, records[-1].offset - base_offset, base_ts, max_ts, producer_id,
+                                producer_epoch, base_sequence, len(records)) + payload
+    batch_length = 4 + 1 + 4 + len(after_crc)
+    return _BEFORE_CRC.pack(base_offset, batch_length, partition_leader_epoch, CURRENT_MAGIC,
+                            crc32c.crc32c(after_crc)) + after_crc
+
+
+class _Reader:
+    __slots__ = ("buf", "pos")
+
+    def __init__(self, buf: bytes) -> None:
+        self.buf = buf
+        self.pos = 0
+
+    def varint(self) -> int:
+        result = shift = 0
+        buf = self.buf
+        while True:
+            if self.pos >= len(buf):
+                raise CorruptRecordError("record is truncated inside a varint")
+            b = buf[self.pos]
+            self.pos += 1
+            result |= (b & 0x7F) << shift
+            if b < 0x80:
+                return (result >> 1) ^ -(result & 1)
+            shift += 7
+            if shift > 63:
+                raise CorruptRecordError("varint is longer than 10 bytes")
+
+    def bytes_field(self) -> bytes | None:
+        n = self.varint()
+        if n < 0:
+            return None
+        end = self.pos + n
+        if end > len(self.buf):
+            raise CorruptRecordError("record field runs past the end of its batch")
+        out = self.buf[self.pos:end]
+        self.pos = end
+        return out
+
+
+def decode_records(batch: bytes | bytearray | memoryview) -> list[Record]:
+    """Every record of one whole v2 batch, decompressed, with absolute offsets and timestamps."""
+    h = parse_header(batch)
+    data = decompress(h.compression, bytes(batch[HEADER_SIZE:h.size]))
+    reader = _Reader(data)
+    log_append_time = h.timestamp_type == 1
+    out: list[Record] = []
+    for _ in range(h.records_count):
+        length = reader.varint()
+        end = reader.pos + length
+        if length < 0 or end > len(data):
+            raise CorruptRecordError(f"record in batch at offset {h.base_offset} is truncated")
+        reader.pos += 1  # attributes
+        ts_delta = reader.varint()
+        offset_delta = reader.varint()
+        key = reader.bytes_field()
+        value = reader.bytes_field()
+        headers = []
+        for _ in range(reader.varint()):
+            hk = reader.bytes_field()
+            headers.append(((hk or b"").decode("utf-8", "replace"), reader.bytes_field()))
+        reader.pos = end
+        ts = h.max_timestamp if log_append_time else h.base_timestamp + ts_delta
+        out.append(Record(h.base_offset + offset_delta, ts, key, value, tuple(headers)))
+    return out
+
+
+def iter_batches(buf: bytes | bytearray | memoryview) -> Iterator[tuple[int, int]]:
+    """(position, size) of each whole batch in `buf`; a trailing partial batch is ignored."""
+    pos = 0
+    total = len(buf)
+    while pos + HEADER_SIZE <= total:
+        h = parse_header(buf, pos)
+        if pos + h.size > total:
+            return
+        yield pos, h.size
+        pos += h.size
