@@ -43,42 +43,15 @@ from kio.schema.offset_commit.v8.request import (
 from kio.schema.sync_group.v5.request import SyncGroupRequest, SyncGroupRequestAssignment
 from kio.serial import entity_reader, entity_writer
 
+from broker.process import BrokerProcess
+
 REPO = Path(__file__).resolve().parent.parent
 MS = datetime.timedelta(milliseconds=1)
 
 
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
-class Broker:
-    def __init__(self, data_dir: Path, sets: dict[str, Any]) -> None:
-        self.port = free_port()
-        cmd = [sys.executable, "-m", "broker", "--log-level", "WARNING", "broker", "--data-dir", str(data_dir),
-               "--port", str(self.port)]
-        for k, v in sets.items():
-            cmd += ["--set", f"{k}={v}"]
-        self.log = open(data_dir.parent / f"broker-{self.port}.log", "ab")
-        self.proc = subprocess.Popen(cmd, cwd=REPO, stdout=self.log, stderr=subprocess.STDOUT)
-        deadline = time.monotonic() + 60
-        while time.monotonic() < deadline:
-            try:
-                socket.create_connection(("127.0.0.1", self.port), timeout=0.2).close()
-                return
-            except OSError:
-                time.sleep(0.05)
-        raise TimeoutError("broker did not start")
-
-    @property
-    def bootstrap(self) -> str:
-        return f"127.0.0.1:{self.port}"
-
-    def stop(self) -> None:
-        self.proc.send_signal(signal.SIGTERM)
-        self.proc.wait(30)
-        self.log.close()
+def Broker(data_dir: Path, sets: dict[str, Any]) -> BrokerProcess:
+    """A pylog broker process with `sets` applied (the same launcher as the tests and the demo)."""
+    return BrokerProcess(data_dir, settings=sets).start(timeout=60)
 
 
 class AsyncWire:

