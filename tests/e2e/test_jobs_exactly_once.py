@@ -23,7 +23,7 @@ from connectors.offset_manager import OffsetManager, end_offsets
 from tests.support.clients import create_topic
 
 REPO = Path(__file__).resolve().parents[2]
-pytestmark = pytest.mark.slow
+pytestmark = [pytest.mark.slow, pytest.mark.timeout(900)]
 
 
 def _produce(bootstrap: str, topic: str, start: int, count: int, timestamp_of=None) -> None:
