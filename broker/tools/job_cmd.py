@@ -3,6 +3,7 @@ from __future__ import annotations
 
 import argparse
 import importlib
+import os
 
 from broker.tools.cli import CliError
 from jobs import JOBS
@@ -19,6 +20,8 @@ def register(sub: argparse._SubParsersAction) -> None:
 
 def run(args: argparse.Namespace) -> int:
     from jobs.config import JobConfig, JobConfigError
+
+    os.environ.setdefault("PYLOG_JOB_PGID", str(os.getpgid(0)))  # lets crash tests kill the whole job
 
     try:
         cfg = JobConfig.load(args.name, args.config, args.set)
