@@ -49,13 +49,21 @@ class _ProgressLogger:
     def __init__(self, om: OffsetManager, bootstrap: str, group: str | None) -> None:
         self.om, self.bootstrap, self.group = om, bootstrap, group
 
+    @staticmethod
+    def _offsets(raw: str | None) -> dict[str, dict[str, int]]:
+        value = json.loads(raw) if raw else None
+        return value if isinstance(value, dict) else {}
+
     def __call__(self, progress: Any) -> None:
-        src = progress.sources[0] if progress.sources else None
-        end = json.loads(src.endOffset) if src and src.endOffset else {}
-        latest = json.loads(src.latestOffset) if src and src.latestOffset else {}
-        lag = sum(max(0, int(o) - int(end.get(t, {}).get(p, 0))) for t, ps in latest.items() for p, o in ps.items())
-        log.info("batch %d: %d rows, offsets %s, lag %d", progress.batchId, progress.numInputRows,
-                 json.dumps(end, sort_keys=True), lag)
+        try:
+            src = progress.sources[0] if progress.sources else None
+            end = self._offsets(src.endOffset if src else None)
+            latest = self._offsets(src.latestOffset if src else None) or end
+            lag = sum(max(0, int(o) - int(end.get(t, {}).get(p, 0))) for t, ps in latest.items() for p, o in ps.items())
+            log.info("batch %d: %d rows, offsets %s, lag %d", progress.batchId, progress.numInputRows,
+                     json.dumps(end, sort_keys=True), lag)
+        except Exception as e:  # noqa: BLE001 - reporting must never stop the job
+            log.warning("batch %d: could not report progress: %s", progress.batchId, e)
         if self.group:
             try:
                 self.om.mirror_to_group(self.bootstrap, self.group)

@@ -51,7 +51,9 @@ def _finish(proc: subprocess.Popen, timeout: float = 240) -> str:
     except subprocess.TimeoutExpired:
         _kill(proc)
         raise
-    assert proc.returncode == 0, out[-4000:]
+    if proc.returncode != 0:
+        lines = [ln for ln in out.splitlines() if not ln.lstrip().startswith("at ")]
+        raise AssertionError(f"job exited with {proc.returncode}:\n" + "\n".join(lines[-80:]))
     return out
 
 
