@@ -1,43 +1,33 @@
-"""The asyncio listener: bytes in → frames → dispatch → bytes out. Nothing else.
+"""The asyncio listener and the broker's lifecycle: start, housekeeping timer, clean shutdown.
 
-Owns connections, per-connection request ordering (one request at a time per connection, as
-Kafka does), sending fetch data with sendfile, the housekeeping timer and clean shutdown. A
-malformed frame or an unsupported API closes that connection only; the broker carries on.
+Owns the listening socket, the set of live connections (each a `broker.connection.Connection`,
+which owns framing, dispatch and responses), closing idle connections, and the storage
+housekeeping (flush policy, deferred file deletion, log cleaner, retention). A malformed frame or
+an unsupported API closes that connection only; the broker carries on.
 """
 from __future__ import annotations
 
 import asyncio
 import base64
 import fcntl
-import inspect
 import logging
 import os
 import resource
 import signal
-import socket
 import time
 import uuid
 from pathlib import Path
-from typing import Any
 
-from broker.apis.api_versions import unsupported_version_response
-from broker.apis.registry import supported
+from broker.apis.registry import API_TABLE
 from broker.cluster.producer_ids import ProducerIdManager
 from broker.cluster.topic_registry import TopicRegistry
 from broker.config import BrokerConfig
-from broker.context import CLIENT_HOST, BrokerContext
+from broker.connection import Connection
+from broker.context import BrokerContext
 from broker.groups.service import GroupService
 from broker.log.cleaner import LogCleaner
 from broker.log.log_manager import LogManager
-from broker.protocol.codec import (
-    API_VERSIONS_KEY,
-    MalformedRequestError,
-    decode_request,
-    encode_response,
-    peek_header,
-    request_schema,
-)
-from broker.protocol.framing import FrameError, frame_length
+from broker.protocol.codec import preload_schemas
 from broker.replica_manager import ReplicaManager
 
 log = logging.getLogger(__name__)
@@ -66,7 +56,7 @@ class BrokerServer:
         self.config = config
         self.data_dir = config.data_dir
         self._server: asyncio.base_events.Server | None = None
-        self._connections: set[asyncio.Task[None]] = set()
+        self.connections: set[Connection] = set()
         self._housekeeping: asyncio.Task[None] | None = None
         self._lock_fd: int | None = None
         self.ctx: BrokerContext | None = None
@@ -107,8 +97,10 @@ class BrokerServer:
         self._cleaner = LogCleaner(logs, enabled=cfg["log.cleaner.enable"], backoff_ms=cfg["log.cleaner.backoff.ms"])
         groups = GroupService(cfg, replicas, time.time)
         groups.startup()
-        self._server = await asyncio.start_server(
-            self._on_connection, host=cfg["host.name"], port=cfg["port"], limit=1 << 20, backlog=1024
+        preload_schemas((a.key, v) for a in API_TABLE.values() for v in range(a.min_version, a.max_version + 1))
+        loop = asyncio.get_running_loop()
+        self._server = await loop.create_server(
+            lambda: Connection(self), host=cfg["host.name"], port=cfg["port"], backlog=1024
         )
         self.port = self._server.sockets[0].getsockname()[1]
         self.ctx = BrokerContext(
@@ -132,10 +124,13 @@ class BrokerServer:
             self._server.close()
         if self._housekeeping is not None:
             self._housekeeping.cancel()
-        for task in list(self._connections):
+        tasks = [t for c in list(self.connections) for t in c.tasks()]
+        for conn in list(self.connections):
+            conn.close()
+        for task in tasks:
             task.cancel()
-        if self._connections:
-            await asyncio.gather(*self._connections, return_exceptions=True)
+        if tasks:
+            await asyncio.gather(*tasks, return_exceptions=True)
         if self.ctx is not None:
             if self.ctx.groups is not None:
                 self.ctx.groups.shutdown()
@@ -149,10 +144,12 @@ class BrokerServer:
         assert self.ctx is not None
         replicas = self.ctx.replicas
         retention_every = self.config["log.retention.check.interval.ms"] / 1000.0
+        idle_s = self.config["connections.max.idle.ms"] / 1000.0
         next_retention = time.monotonic() + retention_every
         while True:
             await asyncio.sleep(HOUSEKEEPING_TICK_S)
             now_ms = self.ctx.now_ms()
+            self._close_idle_connections(idle_s)
             try:
                 replicas.logs.flush_due(now_ms)
                 replicas.logs.purge_deleted_files(now_ms)
@@ -166,99 +163,13 @@ class BrokerServer:
             except Exception:  # noqa: BLE001 - housekeeping must never stop the broker
                 log.exception("housekeeping failed")
 
-    # -- connections
-    def _tune_socket(self, writer: asyncio.StreamWriter) -> None:
-        sock = writer.get_extra_info("socket")
-        if sock is None:
-            return
-        sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
-        for key, opt in (("socket.send.buffer.bytes", socket.SO_SNDBUF), ("socket.receive.buffer.bytes", socket.SO_RCVBUF)):
-            if self.config[key] > 0:
-                sock.setsockopt(socket.SOL_SOCKET, opt, self.config[key])
-
-    async def _on_connection(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
-        task = asyncio.current_task()
-        assert task is not None
-        self._connections.add(task)
-        peer = writer.get_extra_info("peername")
-        CLIENT_HOST.set(f"/{peer[0]}" if peer else "")
-        self._tune_socket(writer)
-        try:
-            await self._serve(reader, writer, peer)
-        except (asyncio.IncompleteReadError, ConnectionError, asyncio.CancelledError):
-            pass
-        except Exception:  # noqa: BLE001 - one connection's failure must not touch the others
-            log.exception("connection %s failed", peer)
-        finally:
-            self._connections.discard(task)
-            writer.close()
-
-    async def _serve(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter, peer: Any) -> None:
-        assert self.ctx is not None
-        max_bytes = self.config["socket.request.max.bytes"]
-        idle_s = self.config["connections.max.idle.ms"] / 1000.0
-        while True:
-            try:
-                prefix = await asyncio.wait_for(reader.readexactly(4), idle_s)
-            except asyncio.TimeoutError:
-                log.debug("closing idle connection %s", peer)
-                return
-            try:
-                n = frame_length(prefix, max_bytes)
-            except FrameError as e:
-                log.warning("closing connection %s: %s", peer, e)
-                return
-            frame = await reader.readexactly(n)
-            response = await self._dispatch(frame, peer)
-            if response is False:
-                return
-            if response is not None:
-                await self._send(writer, response)
-
-    async def _dispatch(self, frame: bytes, peer: Any) -> Any:
-        """The response to send: bytes, a chunk list, None (no response) or False (close the connection)."""
-        assert self.ctx is not None
-        try:
-            api_key, version, correlation_id = peek_header(frame)
-        except MalformedRequestError as e:
-            log.warning("closing connection %s: %s", peer, e)
-            return False
-        api = supported(api_key, version)
-        if api is None:
-            if api_key == API_VERSIONS_KEY:
-                return encode_response(api_key, correlation_id, unsupported_version_response())
-            log.warning("closing connection %s: unsupported API key %d version %d", peer, api_key, version)
-            return False
-        try:
-            request = decode_request(frame, request_schema(api_key, version))
-        except MalformedRequestError as e:
-            log.warning("closing connection %s: malformed %s v%d request: %s", peer, api.name, version, e)
-            return False
-        try:
-            result = api.handler(self.ctx, request)
-            if inspect.isawaitable(result):
-                result = await result
-        except Exception:  # noqa: BLE001
-            log.exception("%s v%d from %s failed; closing the connection", api.name, version, peer)
-            return False
-        if result is None or isinstance(result, list):
-            return result
-        return encode_response(api_key, correlation_id, result)
-
-    async def _send(self, writer: asyncio.StreamWriter, response: bytes | list[Any]) -> None:
-        if isinstance(response, (bytes, bytearray)):
-            writer.write(response)
-            await writer.drain()
-            return
-        loop = asyncio.get_running_loop()
-        for chunk in response:
-            if isinstance(chunk, (bytes, bytearray)):
-                writer.write(chunk)
-            else:
-                await writer.drain()
-                with os.fdopen(chunk.fd, "rb", closefd=False) as f:
-                    await loop.sendfile(writer.transport, f, chunk.position, chunk.length)
-        await writer.drain()
+    def _close_idle_connections(self, idle_s: float) -> None:
+        """connections.max.idle.ms: close connections with no request or response for that long."""
+        now = time.monotonic()
+        for conn in list(self.connections):
+            if conn.is_idle(now, idle_s):
+                log.debug("closing idle connection %s", conn.peer)
+                conn.close()
 
 
 async def serve(config: BrokerConfig, ready: asyncio.Event | None = None) -> None:

@@ -1,14 +1,15 @@
 """Fetch: serve record batches from segment files, long-polling until min_bytes or max_wait.
 
-Record data is never copied into Python: each partition's data is a file region that the server
-sends with sendfile. No fetch sessions: every response has session id 0, so clients send full
-fetches, which Kafka permits.
+Record data is never copied into Python here: each partition's data is a file region that the
+connection sends with sendfile (or reads, when small). A fetch that can be answered at once is
+answered synchronously; only a long poll becomes a coroutine. No fetch sessions: every response
+has session id 0, so clients send full fetches, which Kafka permits.
 """
 from __future__ import annotations
 
 import asyncio
 import time
-from typing import Any
+from typing import Any, Awaitable
 
 from broker.apis.common import error_result, field
 from broker.context import BrokerContext
@@ -50,7 +51,8 @@ def _read_all(ctx: BrokerContext, body: Any, max_bytes: int) -> tuple[list[tuple
     return out, total, any_error
 
 
-async def handle(ctx: BrokerContext, req: Request) -> list:
+def handle(ctx: BrokerContext, req: Request) -> list | Awaitable[list]:
+    """The response chunks now if the first read satisfies the request, else a long-poll coroutine."""
     body = req.body
     max_wait_s = max(ms(body.max_wait), 0) / 1000.0
     min_bytes = body.min_bytes
@@ -58,16 +60,26 @@ async def handle(ctx: BrokerContext, req: Request) -> list:
     max_bytes = min(max_bytes, ctx.config["fetch.max.bytes"])
     deadline = time.monotonic() + max_wait_s
     keys = [(t.topic, p.partition) for t in body.topics for p in t.partitions]
+    topics, total, any_error = _read_all(ctx, body, max_bytes)
+    if total >= min_bytes or any_error or max_wait_s <= 0 or not keys:
+        return encode_fetch_response(req.api_version, req.correlation_id, topics)
+    return _long_poll(ctx, req, max_bytes, min_bytes, deadline, keys)
+
+
+async def _long_poll(ctx: BrokerContext, req: Request, max_bytes: int, min_bytes: int, deadline: float,
+                     keys: list[tuple[str, int]]) -> list:
+    """Wait for appends to the fetched partitions until min_bytes are there or the deadline passes."""
+    body = req.body
     while True:
-        topics, total, any_error = _read_all(ctx, body, max_bytes)
         remaining = deadline - time.monotonic()
-        if total >= min_bytes or any_error or remaining <= 0 or not keys:
-            break
-        fut = ctx.replicas.waiter(keys)
-        try:
-            await asyncio.wait_for(fut, remaining)
-        except asyncio.TimeoutError:
-            pass
-        finally:
-            ctx.replicas.discard(fut, keys)
-    return encode_fetch_response(req.api_version, req.correlation_id, topics)
+        if remaining > 0:
+            fut = ctx.replicas.waiter(keys)
+            try:
+                await asyncio.wait_for(fut, remaining)
+            except asyncio.TimeoutError:
+                pass
+            finally:
+                ctx.replicas.discard(fut, keys)
+        topics, total, any_error = _read_all(ctx, body, max_bytes)
+        if total >= min_bytes or any_error or deadline - time.monotonic() <= 0:
+            return encode_fetch_response(req.api_version, req.correlation_id, topics)

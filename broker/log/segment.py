@@ -175,23 +175,26 @@ class LogSegment:
 
     def append(self, buf: bytes | bytearray, headers: list[BatchHeader], now_ms: int) -> None:
         """Write whole batches at the end of the file; headers' positions are relative to `buf`."""
-        self.ensure_loaded()
+        if not self._loaded:
+            self.ensure_loaded()
         start = self.size
-        view = memoryview(buf)
-        written = 0
+        total = len(buf)
         try:
-            while written < len(view):
-                written += os.pwrite(self.fd, view[written:], start + written)
+            written = os.pwrite(self.fd, buf, start)
+            if written < total:                        # rare: a short write; finish it
+                with memoryview(buf) as view:
+                    while written < total:
+                        written += os.pwrite(self.fd, view[written:], start + written)
         except OSError:
             os.ftruncate(self.fd, start)
             raise
-        finally:
-            view.release()
+        entries = len(self.offset_index) + len(self.time_index)
         for h in headers:
             self._index_batch(h, start + h.position)
         self.size = start + written
-        self.offset_index.write_pending()
-        self.time_index.write_pending()
+        if len(self.offset_index) + len(self.time_index) != entries:   # due every index.interval.bytes
+            self.offset_index.write_pending()
+            self.time_index.write_pending()
         if self.first_append_ms is None:
             self.first_append_ms = now_ms
         self.dirty = True

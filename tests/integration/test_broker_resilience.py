@@ -222,3 +222,12 @@ def test_after_fuzzing_the_broker_still_serves_clients(fuzz_broker):
     create_topic(fuzz_broker.bootstrap, "after-fuzz")
     produce(fuzz_broker.bootstrap, "after-fuzz", [b"ok"])
     assert [m.value() for m in consume(fuzz_broker.bootstrap, "after-fuzz", [0], 1)] == [b"ok"]
+
+
+def test_an_absurd_array_length_closes_the_connection_and_the_broker_survives(pylog_broker):
+    frame = struct.pack(">hhih", 3, 12, 5, 0) + b"\x00" + b"\xff\xff\xff\xff\x07" + b"\x00" * 5
+    with WireClient("127.0.0.1", pylog_broker.port) as w:
+        w.send_raw(struct.pack(">i", len(frame)) + frame)
+        assert w.read_frame() is None
+    assert pylog_broker.alive()
+    assert _api_versions_ok(pylog_broker.port)

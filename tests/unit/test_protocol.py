@@ -132,3 +132,34 @@ def test_fetch_response_with_file_regions_decodes_as_kafka_does(version, schema)
     assert (a0.high_watermark, a0.records) == (10, records)
     assert a1.error_code == ErrorCode.offset_out_of_range and a1.records is None
     assert resp.responses[1].partitions[0].log_start_offset == 2
+
+
+def test_an_absurd_array_length_is_malformed_not_a_crash():
+    # Metadata v12 (flexible): topics is a compact array; claim 2**31 topics in a 10-byte body
+    frame = struct.pack(">hhih", 3, 12, 5, 0) + b"\x00" + b"\xff\xff\xff\xff\x07" + b"\x00" * 5
+    with pytest.raises(MalformedRequestError, match="cannot fit"):
+        decode_request(frame, request_schema(3, 12))
+    # a non-flexible int32 array length (ListOffsets v1 topics)
+    frame = struct.pack(">hhih", 2, 1, 6, 0) + struct.pack(">ii", -1, 2**31 - 1)
+    with pytest.raises(MalformedRequestError):
+        decode_request(frame, request_schema(2, 1))
+
+
+@pytest.mark.parametrize("api_key,version", [(3, v) for v in range(0, 13)] + [(1, v) for v in range(4, 13)]
+                         + [(19, 7), (32, 4), (44, 1), (11, 9), (8, 8), (9, 8), (12, 4), (14, 5)])
+def test_the_length_guard_accepts_every_valid_request_kio_writes(api_key, version):
+    from hypothesis import HealthCheck, given, settings
+    from hypothesis import strategies as st
+
+    from broker.protocol.length_guard import check_lengths
+
+    schema = request_schema(api_key, version)
+
+    @settings(max_examples=25, deadline=None, suppress_health_check=list(HealthCheck))
+    @given(st.from_type(schema))
+    def check(entity):
+        buf = io.BytesIO()
+        entity_writer(schema)(buf, entity)
+        check_lengths(schema, buf.getvalue(), 0)  # must not raise on a valid body
+
+    check()

@@ -1,0 +1,390 @@
+"""One client connection: bytes in → frames → dispatch → bytes out, as an asyncio BufferedProtocol.
+
+Owns: receiving into a reusable buffer (a frame larger than it gets a buffer of its own, filled
+by the kernel directly), cutting frames in place, running requests strictly in order, writing the
+responses of one read pass together, sending fetch data with sendfile, backpressure and the
+idle clock that the server's housekeeping checks.
+
+Ordering (Kafka's rule): responses leave in request order. Synchronous handlers run inline, in the
+read callback, with no task. A handler that returns an awaitable (a fetch long-poll, a group join)
+gets one task; frames that arrive meanwhile are copied into a queue and run after it.
+
+A frame over `socket.request.max.bytes`, a malformed request, an unsupported API key or a
+failing handler closes this connection only. Never touches storage except through handlers and
+the file regions of fetch responses.
+"""
+from __future__ import annotations
+
+import asyncio
+import logging
+import os
+import socket
+import struct
+import time
+from collections import deque
+from typing import TYPE_CHECKING, Any, Awaitable, Iterable
+
+from broker.apis.api_versions import unsupported_version_response
+from broker.apis.registry import supported
+from broker.context import CLIENT_HOST
+from broker.log.fetch_slice import FetchSlice
+from broker.protocol.codec import (
+    API_VERSIONS_KEY,
+    PRODUCE_KEY,
+    MalformedRequestError,
+    decode_request,
+    encode_response,
+    peek_header,
+    request_schema,
+)
+
+if TYPE_CHECKING:
+    from broker.server import BrokerServer
+
+log = logging.getLogger(__name__)
+
+READ_BUFFER_BYTES = 64 * 1024       # the reusable receive buffer (per connection); bigger frames get their own
+MIN_FREE_BYTES = 16 * 1024          # compact the receive buffer when less than this is free at its end
+MAX_QUEUED_FRAMES = 256             # stop reading while this many requests wait behind an async one
+SMALL_REGION_BYTES = 64 * 1024      # fetch data below this is copied with pread instead of sendfile
+_SIZE = struct.Struct(">i")
+
+
+class Connection(asyncio.BufferedProtocol):
+    """The protocol instance of one accepted socket."""
+
+    def __init__(self, server: "BrokerServer") -> None:
+        self.server = server
+        self.max_bytes: int = server.config["socket.request.max.bytes"]
+        self.transport: asyncio.Transport | None = None
+        self.peer: Any = None
+        self.host = ""
+        self.last_active = time.monotonic()
+        self._buf = bytearray(READ_BUFFER_BYTES)
+        self._view = memoryview(self._buf)
+        self._start = 0                          # unconsumed received bytes are _buf[_start:_end]
+        self._end = 0
+        self._big: bytearray | None = None       # the frame being received into its own buffer
+        self._big_view: memoryview | None = None
+        self._big_got = 0
+        self._queue: deque[bytes] = deque()      # frames waiting behind the async request
+        self._task: asyncio.Task[None] | None = None
+        self._out: list[Any] = []                # response bytes gathered during this pass
+        self._backlog: list[Any] = []            # chunks waiting behind a slow sendfile
+        self._send_task: asyncio.Task[None] | None = None
+        self._sock_fd = -1
+        self._closing = False
+        self._writing_paused = False
+        self._eof = False
+
+    # --- asyncio callbacks ---------------------------------------------------------------------
+
+    def connection_made(self, transport: asyncio.BaseTransport) -> None:
+        self.transport = transport     # type: ignore[assignment]  (uvloop's is not an asyncio.Transport)
+        self.peer = transport.get_extra_info("peername")
+        self.host = f"/{self.peer[0]}" if self.peer else ""
+        sock = transport.get_extra_info("socket")
+        if sock is not None:
+            self._sock_fd = sock.fileno()
+            self._tune_socket(sock)
+        self.server.connections.add(self)
+
+    def _tune_socket(self, sock: socket.socket) -> None:
+        config = self.server.config
+        try:
+            sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+            for key, opt in (("socket.send.buffer.bytes", socket.SO_SNDBUF),
+                             ("socket.receive.buffer.bytes", socket.SO_RCVBUF)):
+                if config[key] > 0:
+                    sock.setsockopt(socket.SOL_SOCKET, opt, config[key])
+        except OSError as e:
+            log.debug("cannot tune socket of %s: %s", self.peer, e)
+
+    def connection_lost(self, exc: Exception | None) -> None:
+        self._closing = True
+        self.server.connections.discard(self)
+        for task in (self._task, self._send_task):
+            if task is not None and not task.done():
+                task.cancel()
+        self._queue.clear()
+        self._backlog = []
+        self._out = []
+
+    def get_buffer(self, sizehint: int) -> memoryview:
+        if self._big_view is not None:
+            return self._big_view[self._big_got:]
+        if len(self._buf) - self._end < MIN_FREE_BYTES and self._start > 0:
+            n = self._end - self._start
+            self._view[:n] = self._view[self._start:self._end]
+            self._start, self._end = 0, n
+        return self._view[self._end:]
+
+    def buffer_updated(self, nbytes: int) -> None:
+        self.last_active = time.monotonic()
+        try:
+            if self._big is not None:
+                self._big_got += nbytes
+                if self._big_got < len(self._big):
+                    return
+                frame = self._big
+                self._big = self._big_view = None
+                self._on_frame(memoryview(frame), owned=True)
+            else:
+                self._end += nbytes
+                self._cut_frames()
+            self._flush()
+            self._update_reading()
+        except Exception:  # noqa: BLE001 - one connection's failure must not touch the others
+            log.exception("connection %s failed", self.peer)
+            self.close()
+
+    def eof_received(self) -> bool | None:
+        """The client shut down its sending side: answer what it already sent, then close."""
+        self._eof = True
+        if self._busy():
+            return True      # keep the transport open until the pending responses are written
+        return None          # close now (the transport still writes what it has buffered)
+
+    def pause_writing(self) -> None:
+        self._writing_paused = True
+        self._update_reading()
+
+    def resume_writing(self) -> None:
+        self._writing_paused = False
+        self._update_reading()
+
+    # --- framing -------------------------------------------------------------------------------
+
+    def _cut_frames(self) -> None:
+        view = self._view
+        while not self._closing:
+            avail = self._end - self._start
+            if avail < 4:
+                break
+            (n,) = _SIZE.unpack_from(view, self._start)
+            if n < 0 or n > self.max_bytes:
+                what = f"negative frame size {n}" if n < 0 else \
+                    f"frame of {n} bytes exceeds socket.request.max.bytes={self.max_bytes}"
+                log.warning("closing connection %s: %s", self.peer, what)
+                self.close()
+                return
+            if avail - 4 < n:
+                if 4 + n > len(self._buf):           # too big for the buffer: give it its own
+                    self._big = bytearray(n)
+                    self._big_view = memoryview(self._big)
+                    self._big_got = avail - 4
+                    self._big_view[:self._big_got] = view[self._start + 4:self._end]
+                    self._start = self._end = 0
+                break
+            start = self._start + 4
+            self._start = start + n
+            self._on_frame(view[start:start + n], owned=False)
+        if self._start == self._end:
+            self._start = self._end = 0
+
+    def _on_frame(self, frame: memoryview, owned: bool) -> None:
+        """Run one request now, or queue it behind the async one in progress (keeping order).
+
+        `owned`: the frame's memory is not reused by the receive buffer, so it may be kept.
+        """
+        if self._task is not None or self._queue:
+            self._queue.append(frame if owned else bytes(frame))   # type: ignore[arg-type]
+            return
+        self._process(frame)
+
+    # --- dispatch ------------------------------------------------------------------------------
+
+    def _process(self, frame: memoryview | bytes) -> None:
+        ctx = self.server.ctx
+        assert ctx is not None
+        try:
+            api_key, version, correlation_id = peek_header(frame)
+        except MalformedRequestError as e:
+            log.warning("closing connection %s: %s", self.peer, e)
+            self.close()
+            return
+        api = supported(api_key, version)
+        if api is None:
+            if api_key == API_VERSIONS_KEY:
+                self._out.append(encode_response(api_key, correlation_id, unsupported_version_response()))
+                return
+            log.warning("closing connection %s: unsupported API key %d version %d", self.peer, api_key, version)
+            self.close()
+            return
+        if api_key != PRODUCE_KEY and not isinstance(frame, bytes):
+            frame = bytes(frame)     # kio reads read-only buffers; only Produce keeps views of the frame
+        try:
+            request = decode_request(frame, request_schema(api_key, version))
+        except MalformedRequestError as e:
+            log.warning("closing connection %s: malformed %s v%d request: %s", self.peer, api.name, version, e)
+            self.close()
+            return
+        token = CLIENT_HOST.set(self.host)
+        try:
+            result = api.handler(ctx, request)
+            if result is not None and type(result) is not bytes and hasattr(result, "__await__"):
+                loop = asyncio.get_running_loop()
+                self._task = loop.create_task(self._finish(result, api.name, api_key, version, correlation_id))
+                return
+        except Exception:  # noqa: BLE001
+            log.exception("%s v%d from %s failed; closing the connection", api.name, version, self.peer)
+            self.close()
+            return
+        finally:
+            CLIENT_HOST.reset(token)
+        self._respond(api_key, correlation_id, result)
+
+    async def _finish(self, pending: Awaitable[Any], name: str, api_key: int, version: int, correlation_id: int) -> None:
+        """Await an async handler, send its response, then run the requests queued behind it."""
+        try:
+            result = await pending
+        except asyncio.CancelledError:
+            raise
+        except Exception:  # noqa: BLE001
+            log.exception("%s v%d from %s failed; closing the connection", name, version, self.peer)
+            self.close()
+            return
+        if self._closing:
+            return
+        self._task = None
+        try:
+            self._respond(api_key, correlation_id, result)
+            while self._queue and self._task is None and not self._closing:
+                self._process(self._queue.popleft())
+            self._flush()
+            self._update_reading()
+        except Exception:  # noqa: BLE001
+            log.exception("connection %s failed", self.peer)
+            self.close()
+
+    def _respond(self, api_key: int, correlation_id: int, result: Any) -> None:
+        if result is None:
+            return
+        if isinstance(result, (bytes, bytearray)):
+            self._out.append(result)
+        elif isinstance(result, list):
+            self._emit_chunks(result)
+        else:
+            self._out.append(encode_response(api_key, correlation_id, result))
+
+    # --- output --------------------------------------------------------------------------------
+
+    def _flush(self) -> None:
+        """Write the responses gathered so far in one call (or queue them behind a slow sendfile)."""
+        if not self._out or self._closing:
+            self._out = []
+            return
+        out, self._out = self._out, []
+        if self._send_task is not None:
+            self._backlog.extend(out)
+            return
+        assert self.transport is not None
+        self.transport.write(out[0] if len(out) == 1 else b"".join(out))
+        self.last_active = time.monotonic()
+
+    def _emit_chunks(self, chunks: Iterable[Any]) -> None:
+        """A fetch response: bytes and file regions. Small regions are read; big ones sendfile'd."""
+        for chunk in chunks:
+            if isinstance(chunk, (bytes, bytearray)):
+                self._out.append(chunk)
+            elif self._send_task is not None:
+                self._to_backlog(chunk)
+            elif chunk.length <= SMALL_REGION_BYTES:
+                self._out.append(_read_region(chunk))
+            else:
+                self._flush()
+                sent = self._sendfile_now(chunk)
+                if sent < chunk.length:
+                    rest = FetchSlice(chunk.fd, chunk.position + sent, chunk.length - sent, 0)
+                    self._backlog.append(rest)
+                    self._send_task = asyncio.get_running_loop().create_task(self._send_backlog())
+
+    def _to_backlog(self, region: Any) -> None:
+        self._backlog.extend(self._out)
+        self._out = []
+        self._backlog.append(region)
+
+    def _sendfile_now(self, region: Any) -> int:
+        """Bytes of `region` the socket takes right now (zero-copy); 0 unless the transport is idle."""
+        assert self.transport is not None
+        if self._sock_fd < 0 or self.transport.get_write_buffer_size() or self.transport.is_closing():
+            return 0
+        sent = 0
+        while sent < region.length:
+            try:
+                n = os.sendfile(self._sock_fd, region.fd, region.position + sent, region.length - sent)
+            except (BlockingIOError, InterruptedError):
+                break
+            if n == 0:
+                break
+            sent += n
+        self.last_active = time.monotonic()
+        return sent
+
+    async def _send_backlog(self) -> None:
+        """Send queued chunks in order, waiting for the socket; file regions with loop.sendfile."""
+        loop = asyncio.get_running_loop()
+        transport = self.transport
+        assert transport is not None
+        try:
+            while self._backlog and not self._closing:
+                items, self._backlog = self._backlog, []
+                for item in items:
+                    if isinstance(item, (bytes, bytearray)):
+                        transport.write(item)
+                    elif item.length <= SMALL_REGION_BYTES:
+                        transport.write(_read_region(item))
+                    else:
+                        with os.fdopen(item.fd, "rb", closefd=False) as f:
+                            await loop.sendfile(transport, f, item.position, item.length)
+                    self.last_active = time.monotonic()
+        except (ConnectionError, OSError, RuntimeError) as e:
+            log.debug("connection %s: send failed: %s", self.peer, e)
+            self.close()
+            return
+        finally:
+            self._send_task = None
+        self._update_reading()
+
+    # --- flow control and closing --------------------------------------------------------------
+
+    def _update_reading(self) -> None:
+        """Read only while the client's responses flow and few requests wait (Kafka's muting)."""
+        transport = self.transport
+        if transport is None or self._closing:
+            return
+        if self._eof:
+            if not self._busy():
+                self.close()
+            return
+        stop = self._writing_paused or self._send_task is not None or len(self._queue) >= MAX_QUEUED_FRAMES
+        reading = transport.is_reading()   # loop.sendfile pauses and resumes reading by itself
+        if stop and reading:
+            transport.pause_reading()
+        elif not stop and not reading:
+            transport.resume_reading()
+
+    def _busy(self) -> bool:
+        return self._task is not None or self._send_task is not None or bool(self._queue)
+
+    def tasks(self) -> list[asyncio.Task[None]]:
+        """The tasks working for this connection (for shutdown)."""
+        return [t for t in (self._task, self._send_task) if t is not None and not t.done()]
+
+    def is_idle(self, now: float, idle_s: float) -> bool:
+        return not self._busy() and now - self.last_active > idle_s
+
+    def close(self) -> None:
+        if self._closing:
+            return
+        self._flush()
+        self._closing = True
+        if self.transport is not None:
+            self.transport.close()
+
+
+def _read_region(region: Any) -> bytes:
+    data = os.pread(region.fd, region.length, region.position)
+    if len(data) == region.length:
+        return data
+    return FetchSlice(region.fd, region.position, region.length, 0).read_bytes()
