@@ -137,7 +137,8 @@ def test_killed_member_partitions_are_reassigned_after_session_timeout(broker: B
 @pytest.mark.skipif(shutil.which("kcat") is None, reason="kcat is not installed")
 def test_kcat_group_consumer_reads_and_commits(broker: BrokerProcess) -> None:
     create_topic(broker.bootstrap, "kc", 2)
-    produce(broker.bootstrap, "kc", [b"m%d" % i for i in range(20)])
+    produce(broker.bootstrap, "kc", [b"m%d" % i for i in range(10)], partition=0)
+    produce(broker.bootstrap, "kc", [b"n%d" % i for i in range(10)], partition=1)
     out = subprocess.run(["kcat", "-b", broker.bootstrap, "-G", "g-kcat", "-X", "auto.offset.reset=earliest",
                           "-c", "20", "-q", "-f", "%p:%o\\n", "kc"], capture_output=True, text=True, timeout=60)
     assert out.returncode == 0, out.stderr
