@@ -12,7 +12,7 @@ exactly those of the data in the table, and survive checkpoints and log cleanup.
 from __future__ import annotations
 
 import logging
-from typing import Iterable
+from typing import Callable, Iterable
 
 from confluent_kafka import Consumer, KafkaException, TopicPartition
 
@@ -60,26 +60,11 @@ class OffsetManager:
         return offsets
 
 
-def end_offsets(bootstrap: str, topics: Iterable[str], **client_conf: str) -> Offsets:
-    """The brokers' current log end offsets of every partition of `topics`."""
-    c = Consumer({"bootstrap.servers": bootstrap, "group.id": "pylog-offset-manager", "enable.auto.commit": False, **client_conf})
-    try:
-        md = c.list_topics(timeout=10)
-        out: Offsets = {}
-        for t in topics:
-            if t not in md.topics or md.topics[t].error is not None:
-                raise KafkaException(f"unknown topic '{t}'")
-            for p in md.topics[t].partitions:
-                _, high = c.get_watermark_offsets(TopicPartition(t, p), timeout=10)
-                out.setdefault(t, {})[p] = high
-        return out
-    finally:
-        c.close()
-
-
-def rewind_offsets(bootstrap: str, topics: Iterable[str], *, timestamp_ms: int | None = None, **client_conf: str) -> Offsets:
-    """Explicit offsets to rewind to: earliest of every partition, or the first offset at/after `timestamp_ms`."""
-    c = Consumer({"bootstrap.servers": bootstrap, "group.id": "pylog-offset-manager", "enable.auto.commit": False, **client_conf})
+def _per_partition(bootstrap: str, topics: Iterable[str], pick: Callable[[Consumer, str, int, int, int], int],
+                   client_conf: dict[str, str]) -> Offsets:
+    """{topic: {partition: pick(consumer, topic, partition, low, high)}} for every partition of `topics`."""
+    c = Consumer({"bootstrap.servers": bootstrap, "group.id": "pylog-offset-manager", "enable.auto.commit": False,
+                  **client_conf})
     try:
         md = c.list_topics(timeout=10)
         out: Offsets = {}
@@ -88,14 +73,27 @@ def rewind_offsets(bootstrap: str, topics: Iterable[str], *, timestamp_ms: int |
                 raise KafkaException(f"unknown topic '{t}'")
             for p in md.topics[t].partitions:
                 low, high = c.get_watermark_offsets(TopicPartition(t, p), timeout=10)
-                if timestamp_ms is None:
-                    out.setdefault(t, {})[p] = low
-                else:
-                    [tp] = c.offsets_for_times([TopicPartition(t, p, timestamp_ms)], timeout=10)
-                    out.setdefault(t, {})[p] = high if tp.offset < 0 else tp.offset
+                out.setdefault(t, {})[p] = pick(c, t, p, low, high)
         return out
     finally:
         c.close()
+
+
+def end_offsets(bootstrap: str, topics: Iterable[str], **client_conf: str) -> Offsets:
+    """The brokers' current log end offsets of every partition of `topics`."""
+    return _per_partition(bootstrap, topics, lambda c, t, p, low, high: high, client_conf)
+
+
+def rewind_offsets(bootstrap: str, topics: Iterable[str], *, timestamp_ms: int | None = None, **client_conf: str) -> Offsets:
+    """Explicit offsets to rewind to: earliest of every partition, or the first offset at/after `timestamp_ms`."""
+
+    def pick(c: Consumer, t: str, p: int, low: int, high: int) -> int:
+        if timestamp_ms is None:
+            return low
+        [tp] = c.offsets_for_times([TopicPartition(t, p, timestamp_ms)], timeout=10)
+        return high if tp.offset < 0 else tp.offset
+
+    return _per_partition(bootstrap, topics, pick, client_conf)
 
 
 def lag(committed: Offsets, ends: Offsets) -> int:

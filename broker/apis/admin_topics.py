@@ -23,12 +23,16 @@ def _check_assignments(ctx: BrokerContext, name: str, num_partitions: int, assig
         return num_partitions
     if num_partitions not in (-1, len(assignments)):
         raise InvalidRequestError("Both numPartitions and replica assignments were set; use one of them")
-    for a in assignments:
+    _check_brokers(ctx, name, assignments)
+    return len(assignments)
+
+
+def _check_brokers(ctx: BrokerContext, name: str, assignments: Any) -> None:
+    for a in assignments or ():
         if tuple(a.broker_ids) != (ctx.node_id,):
             raise InvalidReplicaAssignmentError(
                 f"Replica assignment {list(a.broker_ids)} for topic '{name}' names brokers other than this one ({ctx.node_id})"
             )
-    return len(assignments)
 
 
 def handle_create_topics(ctx: BrokerContext, req: Request) -> Any:
@@ -93,10 +97,7 @@ def handle_create_partitions(ctx: BrokerContext, req: Request) -> Any:
     for t in body.topics:
         entry: dict[str, Any] = {"name": t.name, "error_code": ErrorCode.none}
         try:
-            if t.assignments:
-                for a in t.assignments:
-                    if tuple(a.broker_ids) != (ctx.node_id,):
-                        raise InvalidReplicaAssignmentError(f"Replica assignment {list(a.broker_ids)} names unknown brokers")
+            _check_brokers(ctx, t.name, t.assignments)
             ctx.replicas.create_partitions(t.name, t.count, body.validate_only)
         except Exception as e:  # noqa: BLE001
             entry["error_code"], entry["error_message"] = error_result(e)

@@ -19,6 +19,7 @@ from kio.serial.errors import DecodeError
 
 from broker.protocol.length_guard import LengthError, check_lengths
 from broker.protocol.produce_codec import ProduceDecodeError, decode_produce
+from broker.protocol.varint import skip_tagged_fields
 
 HEADER_FIXED = struct.Struct(">hhi")
 INT16 = struct.Struct(">h")
@@ -75,30 +76,6 @@ def peek_header(frame: bytes | memoryview) -> tuple[int, int, int]:
     return HEADER_FIXED.unpack_from(frame, 0)
 
 
-def _skip_tagged_fields(frame: bytes | memoryview, pos: int) -> int:
-    count, pos = _read_uvarint(frame, pos)
-    for _ in range(count):
-        _tag, pos = _read_uvarint(frame, pos)
-        size, pos = _read_uvarint(frame, pos)
-        pos += size
-        if pos > len(frame):
-            raise MalformedRequestError("tagged field runs past the end of the request header")
-    return pos
-
-
-def _read_uvarint(buf: bytes | memoryview, pos: int) -> tuple[int, int]:
-    shift = result = 0
-    while True:
-        if pos >= len(buf) or shift > 28:
-            raise MalformedRequestError("bad unsigned varint in request header")
-        b = buf[pos]
-        pos += 1
-        result |= (b & 0x7F) << shift
-        if not b & 0x80:
-            return result, pos
-        shift += 7
-
-
 def decode_request(frame: bytes | memoryview, schema: type) -> Request:
     """Decode a whole request frame whose header names `schema` (look it up with `request_schema`).
 
@@ -118,7 +95,7 @@ def decode_request(frame: bytes | memoryview, schema: type) -> Request:
             if pos > len(frame):
                 raise MalformedRequestError("client id runs past the end of the request", correlation_id)
         if schema.__flexible__:
-            pos = _skip_tagged_fields(frame, pos)
+            pos = skip_tagged_fields(frame, pos)
         if api_key == PRODUCE_KEY:
             body, end = decode_produce(frame, pos, api_version)
             size = end - pos

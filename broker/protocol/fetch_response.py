@@ -11,6 +11,8 @@ import struct
 from dataclasses import dataclass
 from typing import Protocol, Sequence, Union
 
+from broker.protocol.varint import write_uvarint
+
 _I16 = struct.Struct(">h")
 _I32 = struct.Struct(">i")
 _I64 = struct.Struct(">q")
@@ -36,25 +38,13 @@ class PartitionData:
     records: FileRegion | bytes | None = None
 
 
-def _uvarint(n: int) -> bytes:
-    out = bytearray()
-    while True:
-        b = n & 0x7F
-        n >>= 7
-        if n:
-            out.append(b | 0x80)
-        else:
-            out.append(b)
-            return bytes(out)
-
-
 def _string(s: str, flexible: bool) -> bytes:
     raw = s.encode()
-    return (_uvarint(len(raw) + 1) if flexible else _I16.pack(len(raw))) + raw
+    return (write_uvarint(len(raw) + 1) if flexible else _I16.pack(len(raw))) + raw
 
 
 def _array_len(n: int, flexible: bool) -> bytes:
-    return _uvarint(n + 1) if flexible else _I32.pack(n)
+    return write_uvarint(n + 1) if flexible else _I32.pack(n)
 
 
 def _records_len(records: FileRegion | bytes | None) -> int:
@@ -90,7 +80,7 @@ def encode_fetch_response(
                 head += _I32.pack(-1)  # preferred read replica
             n = _records_len(p.records)
             if flexible:
-                head += _uvarint(n + 1)
+                head += write_uvarint(n + 1)
             else:
                 head += _I32.pack(n)
             if n > 0:

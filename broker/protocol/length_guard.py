@@ -13,6 +13,7 @@ import struct
 from functools import lru_cache
 from typing import Any
 
+from broker.protocol.varint import read_uvarint, skip_tagged_fields
 from kio.serial._introspect import EntityField, EntityTupleField, PrimitiveTupleField, classify_field, get_field_tag
 
 _FIXED = {
@@ -62,19 +63,6 @@ def _plan(cls: type) -> tuple[tuple[_Step, ...], bool] | None:
     return tuple(steps), bool(cls.__flexible__)
 
 
-def _uvarint(buf: Any, pos: int, end: int) -> tuple[int, int]:
-    shift = value = 0
-    while True:
-        if pos >= end or shift > 28:
-            raise LengthError("truncated or oversized varint")
-        b = buf[pos]
-        pos += 1
-        value |= (b & 0x7F) << shift
-        if not b & 0x80:
-            return value, pos
-        shift += 7
-
-
 def _need(pos: int, n: int, end: int, what: str) -> int:
     if n < 0 or pos + n > end:
         raise LengthError(f"{what} of {n} bytes runs past the end of the request")
@@ -84,7 +72,7 @@ def _need(pos: int, n: int, end: int, what: str) -> int:
 def _count(buf: Any, pos: int, end: int, flexible: bool) -> tuple[int, int]:
     """An array's element count (-1 for null) and the position after it."""
     if flexible:
-        n, pos = _uvarint(buf, pos, end)
+        n, pos = read_uvarint(buf, pos, end)
         return n - 1, pos
     _need(pos, 4, end, "array length")
     return _I32.unpack_from(buf, pos)[0], pos + 4
@@ -92,7 +80,7 @@ def _count(buf: Any, pos: int, end: int, flexible: bool) -> tuple[int, int]:
 
 def _var(buf: Any, pos: int, end: int, flexible: bool, kafka_type: str) -> int:
     if flexible:
-        n, pos = _uvarint(buf, pos, end)
+        n, pos = read_uvarint(buf, pos, end)
         n -= 1
     elif kafka_type == "string":
         _need(pos, 2, end, "string length")
@@ -101,17 +89,6 @@ def _var(buf: Any, pos: int, end: int, flexible: bool, kafka_type: str) -> int:
         _need(pos, 4, end, "bytes length")
         n, pos = _I32.unpack_from(buf, pos)[0], pos + 4
     return pos if n < 0 else _need(pos, n, end, kafka_type)
-
-
-def _tagged(buf: Any, pos: int, end: int) -> int:
-    count, pos = _uvarint(buf, pos, end)
-    if count > end - pos:
-        raise LengthError(f"{count} tagged fields cannot fit in the request")
-    for _ in range(count):
-        _, pos = _uvarint(buf, pos, end)
-        size, pos = _uvarint(buf, pos, end)
-        pos = _need(pos, size, end, "tagged field")
-    return pos
 
 
 def _walk(cls: type, buf: Any, pos: int, end: int) -> int:
@@ -136,7 +113,7 @@ def _walk(cls: type, buf: Any, pos: int, end: int) -> int:
                     pos = _var(buf, pos, end, flexible, s.kafka_type)
                 else:
                     pos = _walk(s.nested, buf, pos, end)  # type: ignore[arg-type]
-    return _tagged(buf, pos, end) if flexible else pos
+    return skip_tagged_fields(buf, pos, end) if flexible else pos
 
 
 def check_lengths(schema: type, buf: Any, pos: int) -> None:

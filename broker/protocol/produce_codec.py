@@ -18,6 +18,8 @@ import struct
 from functools import lru_cache
 from typing import Sequence
 
+from broker.protocol.varint import read_uvarint, skip_tagged_fields, write_uvarint
+
 _I16 = struct.Struct(">h")
 _I32 = struct.Struct(">i")
 _ACKS_TIMEOUT = struct.Struct(">hi")
@@ -71,32 +73,6 @@ class ProduceRequestData:
 
 
 # --- decoding ----------------------------------------------------------------------------------
-
-def _uvarint(buf: memoryview, pos: int) -> tuple[int, int]:
-    shift = result = 0
-    while True:
-        if pos >= len(buf):
-            raise ProduceDecodeError("truncated unsigned varint")
-        if shift > 28:
-            raise ProduceDecodeError("unsigned varint is too long")
-        b = buf[pos]
-        pos += 1
-        result |= (b & 0x7F) << shift
-        if b < 0x80:
-            return result, pos
-        shift += 7
-
-
-def _skip_tagged_fields(buf: memoryview, pos: int) -> int:
-    count, pos = _uvarint(buf, pos)
-    for _ in range(count):
-        _tag, pos = _uvarint(buf, pos)
-        size, pos = _uvarint(buf, pos)
-        pos += size
-        if pos > len(buf):
-            raise ProduceDecodeError("tagged field runs past the end of the request")
-    return pos
-
 
 def _take(buf: memoryview, pos: int, n: int) -> int:
     end = pos + n
@@ -167,7 +143,7 @@ def _decode_flexible(buf: memoryview, pos: int) -> tuple[ProduceRequestData, int
     if pos >= end:
         raise ProduceDecodeError("truncated request")
     n = buf[pos]
-    n, pos = (n, pos + 1) if n < 0x80 else _uvarint(buf, pos)
+    n, pos = (n, pos + 1) if n < 0x80 else read_uvarint(buf, pos)
     transactional_id = None
     if n:
         p = _take(buf, pos, n - 1)
@@ -176,12 +152,12 @@ def _decode_flexible(buf: memoryview, pos: int) -> tuple[ProduceRequestData, int
     p = _take(buf, pos, 7) - 1     # acks, timeout and at least one byte of array length
     acks, timeout_ms = _ACKS_TIMEOUT.unpack_from(buf, pos)
     n_topics = buf[p]
-    n_topics, pos = (n_topics, p + 1) if n_topics < 0x80 else _uvarint(buf, p)
+    n_topics, pos = (n_topics, p + 1) if n_topics < 0x80 else read_uvarint(buf, p)
     _array_count(n_topics - 1, end - pos)
     topics = []
     for _ in range(n_topics - 1):
         n = buf[pos] if pos < end else 0x80
-        n, pos = (n, pos + 1) if n < 0x80 else _uvarint(buf, pos)
+        n, pos = (n, pos + 1) if n < 0x80 else read_uvarint(buf, pos)
         if n == 0:
             raise ProduceDecodeError("null topic name")
         p = pos + n - 1
@@ -189,7 +165,7 @@ def _decode_flexible(buf: memoryview, pos: int) -> tuple[ProduceRequestData, int
             raise ProduceDecodeError("topic name runs past the end of the request")
         name = _text(buf[pos:p])
         n_parts = buf[p]
-        n_parts, pos = (n_parts, p + 1) if n_parts < 0x80 else _uvarint(buf, p)
+        n_parts, pos = (n_parts, p + 1) if n_parts < 0x80 else read_uvarint(buf, p)
         _array_count(n_parts - 1, end - pos)
         parts = []
         for _ in range(n_parts - 1):
@@ -197,7 +173,7 @@ def _decode_flexible(buf: memoryview, pos: int) -> tuple[ProduceRequestData, int
             if p >= end:
                 raise ProduceDecodeError("partition data runs past the end of the request")
             (index,) = _I32.unpack_from(buf, pos)
-            n, pos = _uvarint(buf, p)
+            n, pos = read_uvarint(buf, p)
             if n == 0:
                 parts.append(PartitionProduceData(index, None))
             else:
@@ -206,10 +182,10 @@ def _decode_flexible(buf: memoryview, pos: int) -> tuple[ProduceRequestData, int
                     raise ProduceDecodeError("records run past the end of the request")
                 parts.append(PartitionProduceData(index, buf[pos:p]))
                 pos = p
-            pos = pos + 1 if pos < end and buf[pos] == 0 else _skip_tagged_fields(buf, pos)
-        pos = pos + 1 if pos < end and buf[pos] == 0 else _skip_tagged_fields(buf, pos)
+            pos = pos + 1 if pos < end and buf[pos] == 0 else skip_tagged_fields(buf, pos)
+        pos = pos + 1 if pos < end and buf[pos] == 0 else skip_tagged_fields(buf, pos)
         topics.append(TopicProduceData(name, parts))
-    pos = pos + 1 if pos < end and buf[pos] == 0 else _skip_tagged_fields(buf, pos)
+    pos = pos + 1 if pos < end and buf[pos] == 0 else skip_tagged_fields(buf, pos)
     return ProduceRequestData(transactional_id, acks, timeout_ms, topics), pos
 
 
@@ -242,28 +218,17 @@ class PartitionResult:
         self.error_message = error_message
 
 
-def _uvarint_bytes(n: int) -> bytes:
-    if n < 0x80:
-        return bytes((n,))
-    out = bytearray()
-    while n >= 0x80:
-        out.append((n & 0x7F) | 0x80)
-        n >>= 7
-    out.append(n)
-    return bytes(out)
-
-
 @lru_cache(maxsize=4096)
 def _string(s: str, flexible: bool) -> bytes:
     raw = s.encode()
-    return (_uvarint_bytes(len(raw) + 1) if flexible else _I16.pack(len(raw))) + raw
+    return (write_uvarint(len(raw) + 1) if flexible else _I16.pack(len(raw))) + raw
 
 
 def _nullable_string(s: str | None, flexible: bool) -> bytes:
     if s is None:
         return b"\x00" if flexible else b"\xff\xff"
     raw = s.encode()
-    return (_uvarint_bytes(len(raw) + 1) if flexible else _I16.pack(len(raw))) + raw
+    return (write_uvarint(len(raw) + 1) if flexible else _I16.pack(len(raw))) + raw
 
 
 def encode_produce_response(version: int, correlation_id: int,
@@ -273,14 +238,14 @@ def encode_produce_response(version: int, correlation_id: int,
     flexible = version >= FLEXIBLE_VERSION
     out = bytearray(9 if flexible else 8)
     if flexible:
-        out += _uvarint_bytes(len(topics) + 1)
+        out += write_uvarint(len(topics) + 1)
     else:
         out += _I32.pack(len(topics))
     partition = _PARTITION_V5 if version >= 5 else _PARTITION_V3
     with_errors = version >= 8
     for name, parts in topics:
         out += _string(name, flexible)
-        out += _uvarint_bytes(len(parts) + 1) if flexible else _I32.pack(len(parts))
+        out += write_uvarint(len(parts) + 1) if flexible else _I32.pack(len(parts))
         for r in parts:
             if version >= 5:
                 out += partition.pack(r.index, r.error_code, r.base_offset, r.log_append_time, r.log_start_offset)
