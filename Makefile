@@ -16,7 +16,7 @@ install: $(STAMPS)/venv $(STAMPS)/apt
 $(STAMPS)/venv: pyproject.toml
 	@mkdir -p $(STAMPS)
 	@test -x $(PY) || $(PYTHON) -m venv $(VENV)
-	$(PY) -m pip install -q --disable-pip-version-check -e '.[dev,bench]'
+	$(PY) -m pip install -q --disable-pip-version-check -e '.[dev,bench]' --config-settings editable_mode=compat
 	@touch $@
 
 $(STAMPS)/apt:

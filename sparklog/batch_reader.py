@@ -1,0 +1,57 @@
+"""Bounded reads for batch jobs and reprocessing: `spark.read.format("pylog")`.
+
+Owns the batch plan: resolve `starting*`/`ending*` once on the driver, one task per offset range
+(split by minPartitions / maxRecordsPerPartition). Never keeps Kafka clients beyond planning; the
+ranges themselves are read by `partition_reader` on executors.
+"""
+from __future__ import annotations
+
+import logging
+from typing import Iterator, Sequence
+
+import pyarrow as pa
+from pyspark.sql.datasource import DataSourceReader, InputPartition
+
+from sparklog.offset_reader import OffsetReader
+from sparklog.offsets import format_tp
+from sparklog.options import ReadOptions
+from sparklog.partition_reader import ReaderSettings, read_range
+from sparklog.planner import OffsetRange, RangePartition, split_ranges
+
+log = logging.getLogger(__name__)
+
+
+class PylogBatchReader(DataSourceReader):
+    def __init__(self, opts: ReadOptions) -> None:
+        self.opts = opts
+        self.settings = ReaderSettings.from_options(opts)
+
+    def offset_ranges(self) -> list[OffsetRange]:
+        """The resolved [start, end) per partition, before splitting."""
+        reader = OffsetReader(self.opts)
+        try:
+            tps = reader.partitions()
+            start = reader.resolve(self.opts.starting, tps, is_start=True)
+            end = reader.resolve(self.opts.ending, tps, is_start=False)
+        finally:
+            reader.close()
+        ranges = []
+        for tp in sorted(end):
+            if tp not in start:
+                continue
+            if end[tp] < start[tp]:
+                raise ValueError(f"The resolved start offset {start[tp]} is greater than the resolved end offset "
+                                 f"{end[tp]} for topic partition {format_tp(tp)}. Please check the startingOffsets/"
+                                 "endingOffsets (or timestamp) options.")
+            ranges.append(OffsetRange(tp[0], tp[1], start[tp], end[tp]))
+        return ranges
+
+    def partitions(self) -> Sequence[InputPartition]:
+        ranges = split_ranges(self.offset_ranges(), self.opts.min_partitions, self.opts.max_records_per_partition)
+        log.info("pylog batch read: %d task(s) over %d record(s)", len(ranges), sum(r.size for r in ranges))
+        return [RangePartition(r) for r in ranges]
+
+    def read(self, partition: InputPartition) -> Iterator[pa.RecordBatch]:
+        if not isinstance(partition, RangePartition):   # Spark's single placeholder when nothing to read
+            return iter(())
+        return read_range(partition.range, self.settings)

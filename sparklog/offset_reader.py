@@ -1,0 +1,185 @@
+"""Driver-side offset lookups: which partitions a query reads and where their logs start and end.
+
+Owns one confluent-kafka Consumer used only for metadata and ListOffsets (it never subscribes, never
+fetches records, never commits), with bounded retries (`fetchOffset.numRetries`,
+`fetchOffset.retryIntervalMs`), and the resolution of an offset spec to numbers with Spark's rules.
+Never reads records: that is `partition_reader`'s job on executors.
+"""
+from __future__ import annotations
+
+import logging
+import re
+import time
+from typing import Callable, Iterable, Optional, TypeVar
+
+from confluent_kafka import Consumer, KafkaException, TopicPartition as KTP
+
+from sparklog import offsets as off
+from sparklog.options import OptionError, ReadOptions
+
+log = logging.getLogger(__name__)
+
+T = TypeVar("T")
+
+
+def client_error(e: KafkaException, params: dict[str, str]) -> Exception:
+    """Turn librdkafka's refusal of a passed-through setting into an error naming the `kafka.*` option."""
+    text = str(e)
+    for name in params:
+        if name in text:
+            return OptionError(f"Kafka option 'kafka.{name}' was rejected by the Kafka client (librdkafka): {text}")
+    return e
+
+
+class OffsetReader:
+    """Metadata and ListOffsets for one query; create on the driver, `close()` when done."""
+
+    def __init__(self, opts: ReadOptions) -> None:
+        self._opts = opts
+        self._consumer: Optional[Consumer] = None
+
+    # --- plumbing ---------------------------------------------------------------------------------
+
+    @property
+    def consumer(self) -> Consumer:
+        if self._consumer is None:
+            conf: dict[str, object] = {**self._opts.kafka_params,
+                                       "bootstrap.servers": self._opts.bootstrap_servers,
+                                       "group.id": self._opts.group_id if self._opts.custom_group_id
+                                       else f"{self._opts.group_id}-driver",
+                                       "enable.auto.commit": False,
+                                       "enable.partition.eof": False}
+            try:
+                self._consumer = Consumer(conf)
+            except KafkaException as e:
+                raise client_error(e, self._opts.kafka_params) from e
+        return self._consumer
+
+    def close(self) -> None:
+        if self._consumer is not None:
+            try:
+                self._consumer.close()
+            finally:
+                self._consumer = None
+
+    def _timeout_s(self) -> float:
+        return max(10.0, self._opts.poll_timeout_ms / 1000.0 / 4)
+
+    def _retry(self, what: str, fn: Callable[[], T]) -> T:
+        attempts = self._opts.fetch_offset_retries
+        for attempt in range(1, attempts + 1):
+            try:
+                return fn()
+            except KafkaException as e:
+                err = e.args[0] if e.args else None
+                fatal = getattr(err, "fatal", lambda: False)()
+                if attempt == attempts or fatal:
+                    raise RuntimeError(f"pylog: {what} failed after {attempt} attempt(s) against "
+                                       f"{self._opts.bootstrap_servers}: {e}") from e
+                log.warning("pylog: %s failed (attempt %d/%d): %s; retrying", what, attempt, attempts, e)
+                time.sleep(self._opts.fetch_offset_retry_ms / 1000.0)
+        raise AssertionError("unreachable")
+
+    # --- partitions -------------------------------------------------------------------------------
+
+    def partitions(self) -> list[off.TopicPartition]:
+        """The topic-partitions the strategy selects right now (sorted)."""
+        strategy = self._opts.strategy
+        if strategy.kind == "assign":
+            return sorted(strategy.partitions)
+        md = self._retry("listing topics", lambda: self.consumer.list_topics(timeout=self._timeout_s()))
+        if strategy.kind == "subscribe":
+            wanted = set(strategy.topics)
+            names = [t for t in md.topics if t in wanted]
+        else:
+            pattern = re.compile(strategy.pattern)
+            names = [t for t in md.topics if not t.startswith("__") and pattern.fullmatch(t)]
+        out = []
+        for name in names:
+            tmeta = md.topics[name]
+            if tmeta.error is not None and not tmeta.partitions:
+                continue
+            out.extend((name, p) for p in tmeta.partitions)
+        return sorted(out)
+
+    # --- offsets ----------------------------------------------------------------------------------
+
+    def _list(self, what: str, requests: dict[off.TopicPartition, int]) -> dict[off.TopicPartition, int]:
+        """ListOffsets for many partitions in one call: -2 earliest, -1 latest, else a timestamp (-1 = none)."""
+        if not requests:
+            return {}
+
+        def call() -> dict[off.TopicPartition, int]:
+            res = self.consumer.offsets_for_times([KTP(t, p, ts) for (t, p), ts in requests.items()],
+                                                  timeout=self._timeout_s())
+            out: dict[off.TopicPartition, int] = {}
+            for r in res:
+                if r.error is not None:
+                    raise KafkaException(r.error)
+                out[(r.topic, r.partition)] = r.offset
+            return out
+
+        return self._retry(what, call)
+
+    def earliest(self, tps: Iterable[off.TopicPartition]) -> dict[off.TopicPartition, int]:
+        return self._list("fetching earliest offsets", {tp: off.EARLIEST for tp in tps})
+
+    def latest(self, tps: Iterable[off.TopicPartition]) -> dict[off.TopicPartition, int]:
+        return self._list("fetching latest offsets", {tp: off.LATEST for tp in tps})
+
+    def by_timestamp(self, timestamps: dict[off.TopicPartition, int]) -> dict[off.TopicPartition, Optional[int]]:
+        """The first offset whose timestamp is >= the given one, or None where no record is that late."""
+        res = self._list("fetching offsets by timestamp", timestamps)
+        return {tp: (o if o >= 0 else None) for tp, o in res.items()}
+
+    # --- specs → numbers ----------------------------------------------------------------------------
+
+    def resolve(self, spec: off.OffsetSpec, tps: list[off.TopicPartition], *, is_start: bool,
+                report_data_loss: Optional[Callable[[str], None]] = None) -> dict[off.TopicPartition, int]:
+        """Concrete offsets for `tps` with Spark's rules (all partitions must be named in JSON specs)."""
+        if isinstance(spec, off.EarliestSpec):
+            return self.earliest(tps)
+        if isinstance(spec, off.LatestSpec):
+            return self.latest(tps)
+        if isinstance(spec, off.SpecificOffsetsSpec):
+            if set(spec.offsets) != set(tps) and self._opts.strategy.kind != "assign":
+                raise OptionError(
+                    "If startingOffsets contains specific offsets, you must specify all TopicPartitions.\n"
+                    "Use -1 for latest, -2 for earliest.\n"
+                    f"Specified: {sorted(map(off.format_tp, spec.offsets))} Assigned: {sorted(map(off.format_tp, tps))}")
+            wanted = sorted(spec.offsets)
+            earliest = self.earliest(wanted)
+            latest = self.latest(wanted)
+            out = {}
+            for tp in wanted:
+                o = spec.offsets[tp]
+                if o == off.EARLIEST:
+                    out[tp] = earliest[tp]
+                elif o == off.LATEST:
+                    out[tp] = latest[tp]
+                else:
+                    if report_data_loss is not None and not earliest[tp] <= o <= latest[tp]:
+                        report_data_loss(f"startingOffsets for {off.format_tp(tp)} was {o} but consumer reset "
+                                         f"to {earliest[tp]}")
+                        o = earliest[tp]
+                    out[tp] = o
+            return out
+        if isinstance(spec, off.GlobalTimestampSpec):
+            timestamps = {tp: spec.timestamp for tp in tps}
+        elif isinstance(spec, off.SpecificTimestampsSpec):
+            if set(spec.timestamps) != set(tps) and self._opts.strategy.kind != "assign":
+                raise OptionError(
+                    "If starting/endingOffsetsByTimestamp contains specific offsets, you must specify all topics. "
+                    f"Specified: {sorted(map(off.format_tp, spec.timestamps))} Assigned: {sorted(map(off.format_tp, tps))}")
+            timestamps = dict(spec.timestamps)
+        else:
+            raise TypeError(f"unknown offset spec {spec!r}")
+        found = self.by_timestamp(timestamps)
+        missing = [tp for tp, o in found.items() if o is None]
+        if missing and is_start and spec.strategy == "error":
+            tp = missing[0]
+            raise RuntimeError(f"No offset matched from request of topic-partition {off.format_tp(tp)} and timestamp "
+                               f"{timestamps[tp]}. Set startingOffsetsByTimestampStrategy to 'latest' to start at "
+                               "the latest offset instead.")
+        latest = self.latest(missing) if missing else {}
+        return {tp: (o if o is not None else latest[tp]) for tp, o in found.items()}

@@ -1,0 +1,145 @@
+"""Offset specifications and the offset JSON of Spark's Kafka connector.
+
+Owns: the `earliest`/`latest`/JSON/timestamp specs of `startingOffsets`, `endingOffsets`,
+`startingTimestamp`, `startingOffsetsByTimestamp`, ...; parsing their JSON with Spark's error
+messages; and the streaming offset format `{"topic":{"0":23}}` (partition numbers as strings, -2 for
+earliest, -1 for latest), which `<checkpoint>/offsets/<batchId>` holds and the Delta sink reads back.
+Never talks to a broker: resolving a spec to numbers is `offset_reader`'s job.
+"""
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass, field
+from typing import Mapping, Union
+
+EARLIEST = -2
+LATEST = -1
+
+TopicPartition = tuple[str, int]
+PartitionOffsets = dict[TopicPartition, int]
+
+_OFFSETS_EXAMPLE = '{"topicA":{"0":23,"1":-1},"topicB":{"0":-2}}'
+_PARTITIONS_EXAMPLE = '{"topicA":[0,1],"topicB":[2,4]}'
+_TIMESTAMPS_EXAMPLE = '{"topicA":{"0": 1000, "1": 1000}, "topicB": {"0": 2000, "1": 2000}}'
+
+
+@dataclass(frozen=True)
+class EarliestSpec:
+    """Start (or end) at each partition's log start offset."""
+
+
+@dataclass(frozen=True)
+class LatestSpec:
+    """Start (or end) at each partition's high watermark."""
+
+
+@dataclass(frozen=True)
+class SpecificOffsetsSpec:
+    """Exact offsets per partition; -2 and -1 stand for earliest and latest."""
+
+    offsets: PartitionOffsets
+
+
+@dataclass(frozen=True)
+class GlobalTimestampSpec:
+    """`startingTimestamp`/`endingTimestamp`: one timestamp (ms) for every partition."""
+
+    timestamp: int
+    strategy: str = "error"  # startingOffsetsByTimestampStrategy: "error" or "latest"
+
+
+@dataclass(frozen=True)
+class SpecificTimestampsSpec:
+    """`startingOffsetsByTimestamp`/`endingOffsetsByTimestamp`: a timestamp (ms) per partition."""
+
+    timestamps: PartitionOffsets = field(default_factory=dict)
+    strategy: str = "error"
+
+
+OffsetSpec = Union[EarliestSpec, LatestSpec, SpecificOffsetsSpec, GlobalTimestampSpec, SpecificTimestampsSpec]
+
+
+def _loads(text: str, example: str) -> object:
+    try:
+        return json.loads(text)
+    except (ValueError, TypeError):
+        raise ValueError(f"Expected e.g. {example}, got {text}") from None
+
+
+def _partition_number(raw: str, text: str, example: str) -> int:
+    try:
+        return int(raw)
+    except (TypeError, ValueError):
+        raise ValueError(f"Expected e.g. {example}, got {text}") from None
+
+
+def parse_partition_offsets(text: str) -> PartitionOffsets:
+    """`{"t":{"0":23,"1":-1}}` → {("t", 0): 23, ("t", 1): -1}; Spark's message on anything else."""
+    data = _loads(text, _OFFSETS_EXAMPLE)
+    if not isinstance(data, dict):
+        raise ValueError(f"Expected e.g. {_OFFSETS_EXAMPLE}, got {text}")
+    out: PartitionOffsets = {}
+    for topic, parts in data.items():
+        if not isinstance(parts, dict):
+            raise ValueError(f"Expected e.g. {_OFFSETS_EXAMPLE}, got {text}")
+        for p, off in parts.items():
+            if isinstance(off, bool) or not isinstance(off, int):
+                raise ValueError(f"Expected e.g. {_OFFSETS_EXAMPLE}, got {text}")
+            out[(topic, _partition_number(p, text, _OFFSETS_EXAMPLE))] = off
+    return out
+
+
+def parse_partition_timestamps(text: str) -> PartitionOffsets:
+    """`{"t":{"0":1700000000000}}` → {("t", 0): 1700000000000}."""
+    data = _loads(text, _TIMESTAMPS_EXAMPLE)
+    if not isinstance(data, dict):
+        raise ValueError(f"Expected e.g. {_TIMESTAMPS_EXAMPLE}, got {text}")
+    out: PartitionOffsets = {}
+    for topic, parts in data.items():
+        if not isinstance(parts, dict):
+            raise ValueError(f"Expected e.g. {_TIMESTAMPS_EXAMPLE}, got {text}")
+        for p, ts in parts.items():
+            if isinstance(ts, bool) or not isinstance(ts, int):
+                raise ValueError(f"Expected e.g. {_TIMESTAMPS_EXAMPLE}, got {text}")
+            out[(topic, _partition_number(p, text, _TIMESTAMPS_EXAMPLE))] = ts
+    return out
+
+
+def parse_partitions(text: str) -> list[TopicPartition]:
+    """The `assign` option: `{"t":[0,1]}` → [("t", 0), ("t", 1)]."""
+    data = _loads(text, _PARTITIONS_EXAMPLE)
+    if not isinstance(data, dict):
+        raise ValueError(f"Expected e.g. {_PARTITIONS_EXAMPLE}, got {text}")
+    out: list[TopicPartition] = []
+    for topic, parts in data.items():
+        if not isinstance(parts, list) or not all(isinstance(p, int) and not isinstance(p, bool) for p in parts):
+            raise ValueError(f"Expected e.g. {_PARTITIONS_EXAMPLE}, got {text}")
+        out.extend((topic, p) for p in parts)
+    return out
+
+
+def to_offset_dict(offsets: Mapping[TopicPartition, int]) -> dict[str, dict[str, int]]:
+    """Partition offsets → the streaming offset, `{"topic": {"0": 23}}`, topics and partitions sorted."""
+    out: dict[str, dict[str, int]] = {}
+    for (topic, partition), off in sorted(offsets.items()):
+        out.setdefault(topic, {})[str(partition)] = int(off)
+    return out
+
+
+def from_offset_dict(data: Mapping[str, Mapping[str, int]]) -> PartitionOffsets:
+    """The streaming offset `{"topic": {"0": 23}}` → {("topic", 0): 23}."""
+    return {(topic, int(p)): int(off) for topic, parts in data.items() for p, off in parts.items()}
+
+
+def to_json(offsets: Mapping[TopicPartition, int]) -> str:
+    """Spark Kafka's compact JSON form, e.g. `{"t":{"0":23,"1":-1}}`."""
+    return json.dumps(to_offset_dict(offsets), separators=(",", ":"))
+
+
+def from_json(text: str) -> PartitionOffsets:
+    return parse_partition_offsets(text)
+
+
+def format_tp(tp: TopicPartition) -> str:
+    """Kafka's own rendering of a topic-partition: `events-3`."""
+    return f"{tp[0]}-{tp[1]}"

@@ -1,0 +1,370 @@
+"""Parse and validate the options of `format("pylog")`, with the names, defaults and errors of Spark's
+built-in Kafka connector.
+
+Owns: option names, defaults, the checks Spark's `KafkaSourceProvider` makes (same explanations), and
+precise errors for every other bad value (the option's name and the allowed values). Produces plain,
+picklable dataclasses. Never talks to a broker and never touches Spark objects.
+"""
+from __future__ import annotations
+
+import logging
+import re
+import uuid
+from dataclasses import dataclass, field
+from typing import Mapping, Optional
+
+from sparklog import offsets as off
+from sparklog.schema import (
+    DEFAULT_FETCH_OFFSET_RETRIES,
+    DEFAULT_FETCH_OFFSET_RETRY_MS,
+    DEFAULT_MAX_TRIGGER_DELAY,
+    DEFAULT_POLL_TIMEOUT_MS,
+)
+
+log = logging.getLogger(__name__)
+
+STRATEGY_KEYS = ("subscribe", "subscribepattern", "assign")
+
+CUSTOM_GROUP_ID_WARNING = (
+    "Kafka option 'kafka.group.id' has been set on this query, it is not recommended to set this option. "
+    "This option is unsafe to use since multiple concurrent queries or sources using the same group id will "
+    "interfere with each other as they are part of the same consumer group. Restarted queries may also suffer "
+    "interference from the previous run having the same group id. The user should have only one query per "
+    "group id, and/or set the option 'kafka.session.timeout.ms' to be very small so that the Kafka consumers "
+    "from the previous query are marked dead by the Kafka group coordinator before the restarted query starts "
+    "running."
+)
+
+AUTO_OFFSET_RESET_ERROR = (
+    "Kafka option 'auto.offset.reset' is not supported.\n"
+    "Instead set the source option 'startingoffsets' to 'earliest' or 'latest'\n"
+    "to specify where to start. Structured Streaming manages which offsets are consumed\n"
+    "internally, rather than relying on the kafkaConsumer to do it. This will ensure that no\n"
+    "data is missed when new topics/partitions are dynamically subscribed. Note that\n"
+    "'startingoffsets' only applies when a new Streaming query is started, and\n"
+    "that resuming will always pick up from where the query left off. See the docs for more\n"
+    "details."
+)
+
+# Java-client settings with no librdkafka equivalent: accepted for drop-in compatibility, ignored.
+JAVA_ONLY_KAFKA_SETTINGS = frozenset({
+    "max.poll.records", "receive.buffer.bytes", "send.buffer.bytes", "default.api.timeout.ms",
+    "key.serializer", "value.serializer",
+})
+
+
+class OptionError(ValueError):
+    """A bad option: the message names the option and what is allowed (Spark's wording where it has one)."""
+
+
+@dataclass(frozen=True)
+class Strategy:
+    """Which partitions to read: exactly one of subscribe / subscribePattern / assign."""
+
+    kind: str                                   # "subscribe" | "subscribepattern" | "assign"
+    topics: tuple[str, ...] = ()
+    pattern: str = ""
+    partitions: tuple[off.TopicPartition, ...] = ()
+
+
+@dataclass(frozen=True)
+class ReadOptions:
+    bootstrap_servers: str
+    kafka_params: dict[str, str]
+    strategy: Strategy
+    starting: off.OffsetSpec
+    ending: off.OffsetSpec
+    fail_on_data_loss: bool = True
+    include_headers: bool = False
+    min_partitions: Optional[int] = None
+    max_records_per_partition: Optional[int] = None
+    max_offsets_per_trigger: Optional[int] = None
+    min_offsets_per_trigger: Optional[int] = None
+    max_trigger_delay_ms: int = 15 * 60 * 1000
+    poll_timeout_ms: int = DEFAULT_POLL_TIMEOUT_MS
+    fetch_offset_retries: int = DEFAULT_FETCH_OFFSET_RETRIES
+    fetch_offset_retry_ms: int = DEFAULT_FETCH_OFFSET_RETRY_MS
+    group_id: str = ""                          # consumer group.id (never joined, never committed)
+    custom_group_id: bool = False               # group_id came from kafka.group.id (used as is)
+    commit_to_group: Optional[str] = None       # mirror committed batch ends into this group
+
+
+@dataclass(frozen=True)
+class WriteOptions:
+    bootstrap_servers: str
+    kafka_params: dict[str, str] = field(default_factory=dict)
+    topic: Optional[str] = None
+
+
+# --- small typed parsers ---------------------------------------------------------------------------
+
+def _lower(options: Mapping[str, str]) -> dict[str, str]:
+    return {str(k).lower(): str(v) for k, v in options.items() if v is not None}
+
+
+def parse_bool(name: str, value: str) -> bool:
+    v = value.strip().lower()
+    if v in ("true", "false"):
+        return v == "true"
+    raise OptionError(f"Invalid value '{value}' for option '{name}': allowed values are true, false")
+
+
+def parse_positive_int(name: str, value: str, message: Optional[str] = None) -> int:
+    try:
+        n = int(value.strip())
+    except ValueError:
+        raise OptionError(f"Invalid value '{value}' for option '{name}': expected a positive integer") from None
+    if n <= 0:
+        raise OptionError(message or f"{name} must be positive")
+    return n
+
+
+_TIME_UNITS_MS = {"us": 0.001, "ms": 1, "s": 1000, "m": 60_000, "min": 60_000, "h": 3_600_000, "d": 86_400_000}
+
+
+def parse_duration_ms(name: str, value: str) -> int:
+    """Spark's time strings: `15m`, `10s`, `500ms`, `1h`; a bare number is milliseconds."""
+    m = re.fullmatch(r"\s*(\d+)\s*([a-z]*)\s*", value.lower())
+    if not m or m.group(2) not in ("", *_TIME_UNITS_MS):
+        raise OptionError(f"Invalid value '{value}' for option '{name}': expected a duration such as "
+                          "'500ms', '10s', '15m', '1h' (units: us, ms, s, m, min, h, d)")
+    return int(int(m.group(1)) * _TIME_UNITS_MS.get(m.group(2) or "ms", 1))
+
+
+def kafka_params(opts: Mapping[str, str]) -> dict[str, str]:
+    """The `kafka.*` options with the prefix removed, minus Java-only settings (ignored with a warning)."""
+    out: dict[str, str] = {}
+    for k, v in opts.items():
+        if k.startswith("kafka."):
+            name = k[len("kafka."):]
+            if name in JAVA_ONLY_KAFKA_SETTINGS:
+                log.warning("Kafka option 'kafka.%s' has no librdkafka equivalent and is ignored", name)
+                continue
+            out[name] = v
+    return out
+
+
+# --- offsets specs -----------------------------------------------------------------------------------
+
+def _timestamp_strategy(opts: Mapping[str, str]) -> str:
+    raw = opts.get("startingoffsetsbytimestampstrategy", "error")
+    v = raw.strip().lower()
+    if v not in ("error", "latest"):
+        raise OptionError(f"Invalid value '{raw}' for option 'startingOffsetsByTimestampStrategy': "
+                          "allowed values are error, latest")
+    return v
+
+
+def offset_spec(opts: Mapping[str, str], ts_key: str, by_ts_key: str, offsets_key: str,
+                default: off.OffsetSpec) -> off.OffsetSpec:
+    """Spark's preference order: global timestamp, then per-partition timestamps, then offsets."""
+    strategy = _timestamp_strategy(opts)
+    if ts_key in opts:
+        raw = opts[ts_key].strip()
+        try:
+            return off.GlobalTimestampSpec(int(raw), strategy)
+        except ValueError:
+            raise OptionError(f"Expected a single long value, got {raw}") from None
+    if by_ts_key in opts:
+        try:
+            return off.SpecificTimestampsSpec(off.parse_partition_timestamps(opts[by_ts_key].strip()), strategy)
+        except ValueError as e:
+            raise OptionError(f"Invalid value for option '{by_ts_key}': {e}") from None
+    if offsets_key in opts:
+        raw = opts[offsets_key].strip()
+        if raw.lower() == "latest":
+            return off.LatestSpec()
+        if raw.lower() == "earliest":
+            return off.EarliestSpec()
+        try:
+            return off.SpecificOffsetsSpec(off.parse_partition_offsets(raw))
+        except ValueError as e:
+            raise OptionError(f"Invalid value for option '{offsets_key}': allowed values are earliest, latest "
+                              f"or a JSON string of offsets per partition. {e}") from None
+    return default
+
+
+def starting_spec(opts: Mapping[str, str], default: off.OffsetSpec) -> off.OffsetSpec:
+    return offset_spec(opts, "startingtimestamp", "startingoffsetsbytimestamp", "startingoffsets", default)
+
+
+def ending_spec(opts: Mapping[str, str]) -> off.OffsetSpec:
+    return offset_spec(opts, "endingtimestamp", "endingoffsetsbytimestamp", "endingoffsets", off.LatestSpec())
+
+
+# --- validation ----------------------------------------------------------------------------------------
+
+def _strategy(opts: Mapping[str, str]) -> Strategy:
+    given = [k for k in STRATEGY_KEYS if k in opts]
+    if not given:
+        raise OptionError("One of the following options must be specified for Kafka source: "
+                          "subscribe, subscribepattern, assign. See the docs for more details.")
+    if len(given) > 1:
+        raise OptionError("Only one of the following options can be specified for Kafka source: "
+                          "subscribe, subscribepattern, assign. See the docs for more details.")
+    kind = given[0]
+    value = opts[kind]
+    if kind == "assign":
+        if not value.strip().startswith("{"):
+            raise OptionError(f"No topicpartitions to assign as specified value for option 'assign' is '{value}'")
+        try:
+            return Strategy(kind, partitions=tuple(off.parse_partitions(value.strip())))
+        except ValueError as e:
+            raise OptionError(f"Invalid value for option 'assign': {e}") from None
+    if kind == "subscribe":
+        topics = tuple(t.strip() for t in value.split(",") if t.strip())
+        if not topics:
+            raise OptionError(f"No topics to subscribe to as specified value for option 'subscribe' is '{value}'")
+        return Strategy(kind, topics=topics)
+    pattern = value.strip()
+    if not pattern:
+        raise OptionError(f"Pattern to subscribe is empty as specified value for option 'subscribePattern' is '{value}'")
+    try:
+        re.compile(pattern)
+    except re.error as e:
+        raise OptionError(f"Invalid value '{value}' for option 'subscribePattern': not a valid regular expression ({e})") from None
+    return Strategy(kind, pattern=pattern)
+
+
+def _check_kafka_params(opts: Mapping[str, str]) -> None:
+    if "kafka.auto.offset.reset" in opts:
+        raise OptionError(AUTO_OFFSET_RESET_ERROR)
+    if "kafka.key.deserializer" in opts:
+        raise OptionError("Kafka option 'key.deserializer' is not supported as keys are deserialized as byte "
+                          "arrays with ByteArrayDeserializer. Use DataFrame operations to explicitly deserialize the keys.")
+    if "kafka.value.deserializer" in opts:
+        raise OptionError("Kafka option 'value.deserializer' is not supported as values are deserialized as byte "
+                          "arrays with ByteArrayDeserializer. Use DataFrame operations to explicitly deserialize the values.")
+    for c in ("enable.auto.commit", "interceptor.classes"):
+        if f"kafka.{c}" in opts:
+            raise OptionError(f"Kafka option '{c}' is not supported")
+    if "kafka.bootstrap.servers" not in opts or not opts["kafka.bootstrap.servers"].strip():
+        raise OptionError("Option 'kafka.bootstrap.servers' must be specified for configuring Kafka consumer")
+    if "kafka.group.id" in opts:
+        if not opts["kafka.group.id"].strip():
+            raise OptionError("Invalid value '' for option 'kafka.group.id': a consumer group id must not be "
+                              "empty; remove the option to let each query generate its own group id")
+        log.warning(CUSTOM_GROUP_ID_WARNING)
+        if "groupidprefix" in opts:
+            log.warning("Option groupIdPrefix will be ignored as option kafka.group.id has been set.")
+
+
+def validate_general(options: Mapping[str, str]) -> dict[str, str]:
+    """Checks shared by batch and streaming reads (Spark's `validateGeneralOptions`); returns lowercased options."""
+    opts = _lower(options)
+    _strategy(opts)
+    if "minpartitions" in opts:
+        parse_positive_int("minPartitions", opts["minpartitions"], "minPartitions must be positive")
+    if "maxrecordsperpartition" in opts:
+        parse_positive_int("maxRecordsPerPartition", opts["maxrecordsperpartition"],
+                           "maxRecordsPerPartition must be positive")
+    _check_kafka_params(opts)
+    mn = parse_positive_int("minOffsetsPerTrigger", opts["minoffsetspertrigger"]) if "minoffsetspertrigger" in opts else None
+    mx = parse_positive_int("maxOffsetsPerTrigger", opts["maxoffsetspertrigger"]) if "maxoffsetspertrigger" in opts else None
+    if mn is not None and mx is not None and mn > mx:
+        raise OptionError(f"The value of minOffsetPerTrigger({mn}) is higher than the maxOffsetsPerTrigger({mx}).")
+    if "maxtriggerdelay" in opts:
+        parse_duration_ms("maxTriggerDelay", opts["maxtriggerdelay"])
+    for name in ("failOnDataLoss", "includeHeaders"):
+        if name.lower() in opts:
+            parse_bool(name, opts[name.lower()])
+    if "committogroup" in opts and not opts["committogroup"].strip():
+        raise OptionError("Invalid value '' for option 'commitToGroup': expected a consumer group id")
+    _timestamp_strategy(opts)
+    return opts
+
+
+def _check_unmatched(start: off.OffsetSpec, end: off.OffsetSpec) -> None:
+    """Spark's `checkOffsetLimitValidity` for batch queries."""
+    pairs: list[tuple[dict, dict, str]] = []
+    if isinstance(start, off.SpecificOffsetsSpec) and isinstance(end, off.SpecificOffsetsSpec):
+        pairs.append((start.offsets, end.offsets, "offset"))
+    if isinstance(start, off.SpecificTimestampsSpec) and isinstance(end, off.SpecificTimestampsSpec):
+        pairs.append((start.timestamps, end.timestamps, "timestamp"))
+    for s, e, what in pairs:
+        if set(s) != set(e):
+            raise OptionError("Kafka data source in batch query should include the same topic partitions in start "
+                              f"offset and end offset. Start {what}: {sorted(s)}, end {what}: {sorted(e)}")
+        for tp, so in s.items():
+            eo = e[tp]
+            if so >= 0 and eo >= 0 and so > eo:
+                raise OptionError(f"The start {what} {so} for topic {tp[0]} partition {tp[1]} is greater than the "
+                                  f"end {what} {eo} in the batch query. Please check the options.")
+
+
+def _read_options(opts: dict[str, str], starting: off.OffsetSpec, ending: off.OffsetSpec, prefix: str) -> ReadOptions:
+    params = kafka_params(opts)
+    custom = "group.id" in params
+    group_id = params.pop("group.id", None) or f"{opts.get('groupidprefix', prefix)}-{uuid.uuid4()}"
+    return ReadOptions(
+        bootstrap_servers=params.pop("bootstrap.servers"),
+        kafka_params=params,
+        strategy=_strategy(opts),
+        starting=starting,
+        ending=ending,
+        fail_on_data_loss=parse_bool("failOnDataLoss", opts.get("failondataloss", "true")),
+        include_headers=parse_bool("includeHeaders", opts.get("includeheaders", "false")),
+        min_partitions=int(opts["minpartitions"]) if "minpartitions" in opts else None,
+        max_records_per_partition=int(opts["maxrecordsperpartition"]) if "maxrecordsperpartition" in opts else None,
+        max_offsets_per_trigger=int(opts["maxoffsetspertrigger"]) if "maxoffsetspertrigger" in opts else None,
+        min_offsets_per_trigger=int(opts["minoffsetspertrigger"]) if "minoffsetspertrigger" in opts else None,
+        max_trigger_delay_ms=parse_duration_ms("maxTriggerDelay", opts.get("maxtriggerdelay", DEFAULT_MAX_TRIGGER_DELAY)),
+        poll_timeout_ms=parse_positive_int("kafkaConsumer.pollTimeoutMs", opts.get("kafkaconsumer.polltimeoutms", str(DEFAULT_POLL_TIMEOUT_MS))),
+        fetch_offset_retries=parse_positive_int("fetchOffset.numRetries", opts.get("fetchoffset.numretries", str(DEFAULT_FETCH_OFFSET_RETRIES))),
+        fetch_offset_retry_ms=parse_positive_int("fetchOffset.retryIntervalMs", opts.get("fetchoffset.retryintervalms", str(DEFAULT_FETCH_OFFSET_RETRY_MS))),
+        group_id=group_id,
+        custom_group_id=custom,
+        commit_to_group=opts["committogroup"].strip() if "committogroup" in opts else None,
+    )
+
+
+def parse_stream_options(options: Mapping[str, str]) -> ReadOptions:
+    """Options of `spark.readStream.format("pylog")` (Spark's `validateStreamOptions`); starts at latest."""
+    opts = _lower(options)
+    if "endingoffsets" in opts:
+        raise OptionError("ending offset not valid in streaming queries")
+    if "endingoffsetsbytimestamp" in opts or "endingtimestamp" in opts:
+        raise OptionError("ending timestamp not valid in streaming queries")
+    opts = validate_general(opts)
+    return _read_options(opts, starting_spec(opts, off.LatestSpec()), off.LatestSpec(), "spark-kafka-source")
+
+
+def parse_batch_options(options: Mapping[str, str]) -> ReadOptions:
+    """Options of `spark.read.format("pylog")` (Spark's `validateBatchOptions`); earliest to latest."""
+    opts = _lower(options)
+    start = starting_spec(opts, off.EarliestSpec())
+    if isinstance(start, off.LatestSpec):
+        raise OptionError("starting offset can't be latest for batch queries on Kafka")
+    if isinstance(start, off.SpecificOffsetsSpec):
+        for tp, o in start.offsets.items():
+            if o == off.LATEST:
+                raise OptionError(f"startingOffsets for {off.format_tp(tp)} can't be latest for batch queries on Kafka")
+    end = ending_spec(opts)
+    if isinstance(end, off.EarliestSpec):
+        raise OptionError("ending offset can't be earliest for batch queries on Kafka")
+    if isinstance(end, off.SpecificOffsetsSpec):
+        for tp, o in end.offsets.items():
+            if o == off.EARLIEST:
+                raise OptionError(f"ending offset for {off.format_tp(tp)} can't be earliest for batch queries on Kafka")
+    _check_unmatched(start, end)
+    opts = validate_general(opts)
+    for name in ("maxOffsetsPerTrigger", "minOffsetsPerTrigger", "maxTriggerDelay"):
+        if name.lower() in opts:
+            log.warning("%s option ignored in batch queries", name)
+    return _read_options(opts, start, end, "spark-kafka-relation")
+
+
+def parse_write_options(options: Mapping[str, str]) -> WriteOptions:
+    """Options of `df.write.format("pylog")` and `writeStream` (Spark's `kafkaParamsForProducer`)."""
+    opts = _lower(options)
+    if "kafka.key.serializer" in opts:
+        raise OptionError("Kafka option 'key.serializer' is not supported as keys are serialized with ByteArraySerializer.")
+    if "kafka.value.serializer" in opts:
+        raise OptionError("Kafka option 'value.serializer' is not supported as value are serialized with ByteArraySerializer.")
+    if "kafka.bootstrap.servers" not in opts or not opts["kafka.bootstrap.servers"].strip():
+        raise OptionError("Option 'kafka.bootstrap.servers' must be specified for configuring Kafka producer")
+    params = kafka_params(opts)
+    topic = opts["topic"].strip() if "topic" in opts else None
+    if topic == "":
+        raise OptionError("Invalid value '' for option 'topic': expected a topic name")
+    return WriteOptions(bootstrap_servers=params.pop("bootstrap.servers"), kafka_params=params, topic=topic)

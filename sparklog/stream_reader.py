@@ -1,0 +1,173 @@
+"""Micro-batch reads: `spark.readStream.format("pylog")`.
+
+Owns the streaming offsets (`{"topic":{"0":23}}`, next offset to read per partition), admission
+control (maxOffsetsPerTrigger as `ReadMaxRows`, split in proportion to backlog; minOffsetsPerTrigger
+with maxTriggerDelay), Trigger.AvailableNow (a target fixed once, then capped batches up to it),
+partition discovery (new partitions and new pattern topics start from earliest), the driver-side
+data-loss checks (failOnDataLoss), query progress (`reportLatestOffset`) and the optional progress
+mirroring into a consumer group (`commitToGroup`).
+Runs on the driver except `read()`, which runs on executors and touches nothing but its range.
+"""
+from __future__ import annotations
+
+import logging
+import time
+from typing import Any, Iterator, Optional, Sequence
+
+import pyarrow as pa
+from pyspark.sql.datasource import DataSourceStreamReader, InputPartition
+from pyspark.sql.streaming.datasource import (
+    ReadAllAvailable,
+    ReadLimit,
+    ReadMaxRows,
+    ReadMinRows,
+    SupportsTriggerAvailableNow,
+)
+
+from sparklog import offsets as off
+from sparklog.errors import report_data_loss
+from sparklog.offset_reader import OffsetReader
+from sparklog.options import ReadOptions
+from sparklog.partition_reader import ReaderSettings, read_range
+from sparklog.planner import OffsetRange, RangePartition, backlog, rate_limit, split_ranges
+from sparklog.progress import GroupProgress
+
+log = logging.getLogger(__name__)
+
+
+class PylogStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
+    def __init__(self, opts: ReadOptions) -> None:
+        self.opts = opts
+        self.settings = ReaderSettings.from_options(opts)
+        self._offsets: Optional[OffsetReader] = None
+        self._progress: Optional[GroupProgress] = None
+        self._target: Optional[off.PartitionOffsets] = None      # Trigger.AvailableNow end
+        self._latest: Optional[off.PartitionOffsets] = None      # last seen, for reportLatestOffset
+        self._last_trigger_ms = 0.0
+
+    # Kafka clients live in the driver's long-lived Python process only; executors get a clean copy.
+    def __getstate__(self) -> dict[str, Any]:
+        state = dict(self.__dict__)
+        state["_offsets"] = None
+        state["_progress"] = None
+        return state
+
+    @property
+    def kafka(self) -> OffsetReader:
+        if self._offsets is None:
+            self._offsets = OffsetReader(self.opts)
+        return self._offsets
+
+    def _report(self, message: str) -> None:
+        report_data_loss(message, self.opts.fail_on_data_loss, log)
+
+    # --- offsets ---------------------------------------------------------------------------------
+
+    def initialOffset(self) -> dict:
+        tps = self.kafka.partitions()
+        start = self.kafka.resolve(self.opts.starting, tps, is_start=True, report_data_loss=self._report)
+        log.info("pylog stream: initial offsets %s", off.to_json(start))
+        return off.to_offset_dict(start)
+
+    def getDefaultReadLimit(self) -> ReadLimit:
+        if self.opts.max_offsets_per_trigger is not None:
+            return ReadMaxRows(self.opts.max_offsets_per_trigger)
+        if self.opts.min_offsets_per_trigger is not None:
+            return ReadMinRows(self.opts.min_offsets_per_trigger)
+        return ReadAllAvailable()
+
+    def prepareForTriggerAvailableNow(self) -> None:
+        self._target = self.kafka.latest(self.kafka.partitions())
+        log.info("pylog stream: Trigger.AvailableNow target %s", off.to_json(self._target))
+
+    def _delay(self, min_rows: int, start: off.PartitionOffsets, latest: off.PartitionOffsets) -> bool:
+        """minOffsetsPerTrigger: wait for enough records unless maxTriggerDelay has passed (Spark's delayBatch)."""
+        now = time.time() * 1000
+        if now - self._last_trigger_ms >= self.opts.max_trigger_delay_ms:
+            self._last_trigger_ms = now
+            return False
+        if backlog(start, latest) < min_rows:
+            return True
+        self._last_trigger_ms = now
+        return False
+
+    def latestOffset(self, start: dict, limit: ReadLimit) -> dict:
+        begin = off.from_offset_dict(start)
+        # Spark plans batch N+1 only after batch N committed, so `start` is durable progress.
+        self._mirror(begin)
+        latest = dict(self._target) if self._target is not None else self.kafka.latest(self.kafka.partitions())
+        self._latest = latest
+        if isinstance(limit, ReadAllAvailable):
+            return off.to_offset_dict(latest)
+        min_rows = limit.min_rows if isinstance(limit, ReadMinRows) else self.opts.min_offsets_per_trigger
+        if min_rows is not None and self._target is None and self._delay(min_rows, begin, latest):
+            log.debug("pylog stream: delaying batch, fewer than %d new records", min_rows)
+            return start
+        max_rows = limit.max_rows if isinstance(limit, ReadMaxRows) else self.opts.max_offsets_per_trigger
+        if max_rows is None:
+            return off.to_offset_dict(latest)
+        new_tps = [tp for tp in latest if tp not in begin]
+        new_start = self.kafka.earliest(new_tps) if new_tps else {}
+        return off.to_offset_dict(rate_limit(max_rows, begin, latest, new_start))
+
+    def reportLatestOffset(self) -> Optional[dict]:
+        if self._latest is None:   # e.g. a batch re-run from the offset log after a restart
+            try:
+                self._latest = self.kafka.latest(self.kafka.partitions())
+            except Exception:  # noqa: BLE001 - progress reporting must never fail the query
+                log.debug("pylog stream: latest offsets unavailable for progress", exc_info=True)
+                return None
+        return off.to_offset_dict(self._latest)
+
+    # --- planning --------------------------------------------------------------------------------
+
+    def partitions(self, start: dict, end: dict) -> Sequence[InputPartition]:
+        begin = off.from_offset_dict(start)
+        until = off.from_offset_dict(end)
+        new_tps = sorted(tp for tp in until if tp not in begin)
+        new_start = self.kafka.earliest(new_tps) if new_tps else {}
+        for tp, o in new_start.items():
+            if o != 0:
+                self._report(f"Added partition {off.format_tp(tp)} starts from {o} instead of 0")
+        deleted = sorted(tp for tp in begin if tp not in until)
+        if deleted:
+            self._report(f"{[off.format_tp(tp) for tp in deleted]} are gone")
+        ranges = []
+        for tp in sorted(until):
+            frm = begin.get(tp, new_start.get(tp))
+            if frm is None:
+                continue
+            if until[tp] < frm:
+                self._report(f"Partition {off.format_tp(tp)}'s offset was changed from {frm} to {until[tp]}, "
+                             "some data may have been missed")
+                continue
+            ranges.append(OffsetRange(tp[0], tp[1], frm, until[tp]))
+        return [RangePartition(r) for r in
+                split_ranges(ranges, self.opts.min_partitions, self.opts.max_records_per_partition)]
+
+    def read(self, partition: InputPartition) -> Iterator[pa.RecordBatch]:
+        assert isinstance(partition, RangePartition), f"unexpected partition {partition!r}"
+        return read_range(partition.range, self.settings)
+
+    # --- progress ----------------------------------------------------------------------------------
+
+    def _mirror(self, done: off.PartitionOffsets) -> None:
+        if not self.opts.commit_to_group:
+            return
+        if self._progress is None:
+            self._progress = GroupProgress(self.opts.bootstrap_servers, self.opts.kafka_params,
+                                           self.opts.commit_to_group)
+        self._progress.commit(done)
+
+    def commit(self, end: dict) -> None:
+        self._mirror(off.from_offset_dict(end))
+
+    def stop(self) -> None:
+        for client in (self._progress, self._offsets):
+            if client is not None:
+                try:
+                    client.close()
+                except Exception:  # noqa: BLE001 - best effort at shutdown
+                    log.debug("closing a Kafka client failed", exc_info=True)
+        self._progress = None
+        self._offsets = None

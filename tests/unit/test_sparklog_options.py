@@ -1,0 +1,72 @@
+"""Option parsing of format("pylog"): Spark Kafka's names, defaults and errors (no Spark, no broker)."""
+from __future__ import annotations
+
+import pytest
+
+from sparklog import offsets as off
+from sparklog.options import OptionError, parse_batch_options, parse_stream_options, parse_write_options
+
+BASE = {"kafka.bootstrap.servers": "h:1", "subscribe": "a, b"}
+
+
+def test_defaults_match_spark_kafka():
+    s = parse_stream_options(BASE)
+    b = parse_batch_options(BASE)
+    assert isinstance(s.starting, off.LatestSpec) and isinstance(b.starting, off.EarliestSpec)
+    assert isinstance(b.ending, off.LatestSpec)
+    assert s.fail_on_data_loss and not s.include_headers
+    assert s.max_trigger_delay_ms == 15 * 60 * 1000
+    assert s.strategy.topics == ("a", "b")
+    assert s.group_id.startswith("spark-kafka-source-") and b.group_id.startswith("spark-kafka-relation-")
+
+
+def test_option_names_are_case_insensitive_and_kafka_settings_pass_through():
+    o = parse_stream_options({"Kafka.Bootstrap.Servers": "h:1", "SUBSCRIBEPATTERN": "ev.*", "kafka.client.id": "me",
+                              "MaxOffsetsPerTrigger": "7", "includeHeaders": "TRUE", "maxTriggerDelay": "30s"})
+    assert o.strategy.kind == "subscribepattern" and o.strategy.pattern == "ev.*"
+    assert o.kafka_params == {"client.id": "me"} and o.bootstrap_servers == "h:1"
+    assert o.max_offsets_per_trigger == 7 and o.include_headers and o.max_trigger_delay_ms == 30_000
+
+
+def test_starting_spec_preference_is_global_timestamp_then_per_partition_then_offsets():
+    o = parse_batch_options({**BASE, "startingTimestamp": "5", "startingOffsetsByTimestamp": '{"a":{"0":1}}',
+                             "startingOffsets": "earliest"})
+    assert o.starting == off.GlobalTimestampSpec(5, "error")
+    o = parse_batch_options({**BASE, "startingOffsetsByTimestamp": '{"a":{"0":1}}', "startingOffsets": "earliest",
+                             "startingOffsetsByTimestampStrategy": "LATEST"})
+    assert o.starting == off.SpecificTimestampsSpec({("a", 0): 1}, "latest")
+
+
+def test_assign_parses_partitions():
+    o = parse_batch_options({"kafka.bootstrap.servers": "h:1", "assign": '{"t":[0,2]}'})
+    assert o.strategy.partitions == (("t", 0), ("t", 2))
+    with pytest.raises(OptionError, match="Expected e.g."):
+        parse_batch_options({"kafka.bootstrap.servers": "h:1", "assign": '{"t":"0"}'})
+
+
+@pytest.mark.parametrize("extra,message", [
+    ({"startingOffsets": '{"a":{"0":-1}}'}, "startingOffsets for a-0 can't be latest for batch queries"),
+    ({"endingOffsets": '{"a":{"0":-2}}'}, "ending offset for a-0 can't be earliest for batch queries"),
+    ({"startingOffsets": '{"a":{"0":1}}', "endingOffsets": '{"a":{"1":5}}'}, "should include the same topic partitions"),
+    ({"maxRecordsPerPartition": "-3"}, "maxRecordsPerPartition must be positive"),
+    ({"subscribePattern": "(", "subscribe": None}, "not a valid regular expression"),
+])
+def test_batch_rejections(extra, message):
+    opts = {**BASE, **extra}
+    opts = {k: v for k, v in opts.items() if v is not None}
+    with pytest.raises(OptionError, match=message.replace("(", r"\(")):
+        parse_batch_options(opts)
+
+
+def test_custom_group_id_is_used_as_is():
+    o = parse_stream_options({**BASE, "kafka.group.id": "mine", "groupIdPrefix": "ignored"})
+    assert o.group_id == "mine" and o.custom_group_id and "group.id" not in o.kafka_params
+
+
+def test_write_options():
+    w = parse_write_options({"kafka.bootstrap.servers": "h:1", "topic": " out ", "kafka.linger.ms": "50"})
+    assert w.topic == "out" and w.kafka_params == {"linger.ms": "50"}
+    with pytest.raises(OptionError, match="value.serializer"):
+        parse_write_options({"kafka.bootstrap.servers": "h:1", "kafka.value.serializer": "x"})
+    with pytest.raises(OptionError, match="must be specified for configuring Kafka producer"):
+        parse_write_options({"topic": "t"})

@@ -1,0 +1,73 @@
+"""Task planning and admission control of format("pylog"), as Spark's Kafka connector computes them."""
+from __future__ import annotations
+
+from hypothesis import given, strategies as st
+
+from sparklog.planner import OffsetRange, backlog, rate_limit, split_ranges
+
+
+def _covers_exactly(pieces, ranges):
+    for r in ranges:
+        mine = sorted((p.start, p.end) for p in pieces if p.tp == r.tp)
+        if r.size <= 0:
+            assert mine == []
+            continue
+        assert mine[0][0] == r.start and mine[-1][1] == r.end
+        assert all(a[1] == b[0] for a, b in zip(mine, mine[1:])), f"gap or overlap: {mine}"
+        assert all(e > s for s, e in mine)
+
+
+def test_one_task_per_partition_without_min_partitions():
+    ranges = [OffsetRange("t", 0, 0, 10), OffsetRange("t", 1, 5, 5), OffsetRange("u", 0, 3, 4)]
+    assert split_ranges(ranges) == [ranges[0], ranges[2]], "empty ranges get no task"
+
+
+def test_min_partitions_splits_in_proportion_to_size():
+    pieces = split_ranges([OffsetRange("t", 0, 0, 90), OffsetRange("t", 1, 0, 10)], min_partitions=10)
+    assert [(p.partition, p.start, p.end) for p in pieces] == \
+        [(0, i * 10, i * 10 + 10) for i in range(9)] + [(1, 0, 10)]
+
+
+def test_max_records_per_partition_caps_each_task():
+    pieces = split_ranges([OffsetRange("t", 0, 0, 100)], max_records_per_partition=30)
+    assert [p.size for p in pieces] == [25, 25, 25, 25]
+
+
+@given(st.lists(st.tuples(st.integers(0, 1000), st.integers(0, 5000)), min_size=1, max_size=8),
+       st.integers(1, 64), st.one_of(st.none(), st.integers(1, 2000)))
+def test_splitting_never_leaves_gaps_or_overlaps(spans, min_partitions, max_records):
+    ranges = [OffsetRange("t", i, s, s + n) for i, (s, n) in enumerate(spans)]
+    pieces = split_ranges(ranges, min_partitions, max_records)
+    _covers_exactly(pieces, ranges)
+    if max_records:
+        assert all(p.size <= max_records or min_partitions > 1 for p in pieces)
+
+
+def test_rate_limit_is_proportional_to_backlog():
+    start = {("t", 0): 0, ("t", 1): 0}
+    latest = {("t", 0): 90, ("t", 1): 10}
+    assert rate_limit(50, start, latest, {}) == {("t", 0): 45, ("t", 1): 5}
+
+
+def test_rate_limit_never_starves_small_partitions_nor_passes_latest():
+    start = {("t", 0): 0, ("t", 1): 100}
+    latest = {("t", 0): 10_000, ("t", 1): 101}
+    end = rate_limit(10, start, latest, {})
+    assert end == {("t", 0): 9, ("t", 1): 101}
+
+
+def test_rate_limit_counts_new_partitions_from_their_start():
+    end = rate_limit(10, {("t", 0): 0}, {("t", 0): 10, ("t", 1): 30}, {("t", 1): 20})
+    assert end == {("t", 0): 5, ("t", 1): 25}
+    assert backlog({("t", 0): 0}, {("t", 0): 10, ("t", 1): 30}) == 40
+
+
+@given(st.dictionaries(st.integers(0, 5), st.tuples(st.integers(0, 100), st.integers(0, 1000)), min_size=1),
+       st.integers(1, 500))
+def test_rate_limit_stays_within_start_and_latest(parts, limit):
+    start = {("t", p): s for p, (s, n) in parts.items()}
+    latest = {("t", p): s + n for p, (s, n) in parts.items()}
+    end = rate_limit(limit, start, latest, {})
+    assert all(start[tp] <= end[tp] <= latest[tp] for tp in latest)
+    admitted = sum(end[tp] - start[tp] for tp in latest)
+    assert admitted <= limit + len(parts), "at most the limit plus one per starved partition"
