@@ -1,6 +1,7 @@
 """Test support: encode real Kafka record batches v2 (varint records, optional compression).
 
-Only for tests; the broker never encodes records.
+Only for tests: it builds batches real clients would send, including malformed ones (the broker's own
+encoder, for __consumer_offsets, is broker/log/record_builder.py).
 """
 from __future__ import annotations
 
@@ -10,21 +11,14 @@ from typing import Sequence
 import cramjam
 import crc32c
 
+from broker.protocol.varint import write_uvarint
+
 CODECS = {"none": 0, "gzip": 1, "snappy": 2, "snappy-xerial": 2, "lz4": 3, "zstd": 4}
 _HEADER_AFTER_CRC = struct.Struct(">hiqqqhii")
 
 
 def zigzag_varint(value: int) -> bytes:
-    v = (value << 1) ^ (value >> 63)
-    out = bytearray()
-    while True:
-        b = v & 0x7F
-        v >>= 7
-        if v:
-            out.append(b | 0x80)
-        else:
-            out.append(b)
-            return bytes(out)
+    return write_uvarint((value << 1) ^ (value >> 63))
 
 
 def _bytes_field(b: bytes | None) -> bytes:
