@@ -20,11 +20,8 @@ import datetime
 import io
 import json
 import os
-import signal
-import socket
 import statistics
 import struct
-import subprocess
 import sys
 import tempfile
 import time

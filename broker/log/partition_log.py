@@ -404,6 +404,9 @@ class PartitionLog:
             return
         self.flush()
         self.producers.take_snapshot(self.log_end_offset)
+        self._close_files()
+
+    def _close_files(self) -> None:
         for seg in self.segments:
             seg.close()
         for _, seg in self._pending_deletes:
@@ -413,11 +416,6 @@ class PartitionLog:
 
     def delete(self) -> None:
         """Topic deletion: close every file and remove the partition directory."""
-        for seg in self.segments:
-            seg.close()
-        for _, seg in self._pending_deletes:
-            seg.close()
-        self._pending_deletes = []
-        self._closed = True
+        self._close_files()
         shutil.rmtree(self.directory, ignore_errors=True)
         log.info("%s: deleted partition directory %s", self.name, self.directory)
