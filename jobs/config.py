@@ -9,6 +9,7 @@ from pathlib import Path
 from typing import Mapping
 
 from broker.config import read_properties
+from broker.errors import InvalidConfigError
 
 DEFAULT_CONF_DIR = Path("conf/jobs")
 
@@ -27,7 +28,10 @@ class JobConfig:
         values: dict[str, str] = {}
         file = Path(path) if path else DEFAULT_CONF_DIR / f"{name}.properties"
         if path or file.exists():
-            values.update(read_properties(file))
+            try:
+                values.update(read_properties(file))
+            except InvalidConfigError as e:
+                raise JobConfigError(f"job {name}: {e}") from None
         for item in overrides or []:
             if "=" not in item:
                 raise JobConfigError(f"--set expects key=value, got {item!r}")
