@@ -1,39 +1,51 @@
 """Driver side of the Delta sink: one Delta commit per batch holding data files, marker and offsets.
 
-Owns the exactly-once rule. A batch (app id, generation, batch id, end offsets, files) commits
-only if neither its marker nor its end offsets are already in the table; otherwise its files are
-orphans and are removed. A lost race with another writer is re-checked the same way. Schema
-checks and merges happen here too. Never reads source data.
+Owns the exactly-once rule, by batch identity:
+  - A batch is (app id, generation, batch id). It is a replay, skipped with its files removed, only
+    if the table's marker for (app id, generation) is at or beyond its batch id. Offsets never decide
+    whether rows are dropped: after a re-created topic, new records have lower offsets than the
+    stored ones and must still be written.
+  - Generations fence writers. A writer that starts over (lost checkpoint, reprocess replace,
+    another stream with the same app id) first claims a new generation with `claim_generation`;
+    from then on a commit of an older generation fails with FencedError, and nothing is deleted.
+  - Every commit is made against the snapshot just checked, with no silent rebase: when another
+    writer commits first, the rule is checked again on the new snapshot. An append then goes on; an
+    overwrite made against `read_version` fails with CommitConflictError rather than removing files
+    it never read.
+Schema checks and merges happen here too. Never reads source data.
 """
 from __future__ import annotations
 
 import logging
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Mapping
+from typing import Any, Literal, Mapping
 
 import pyarrow as pa
 from deltalake import DeltaTable
+from deltalake import Schema as DeltaSchema
 from deltalake.exceptions import CommitFailedError, TableNotFoundError
 from deltalake.transaction import AddAction, CommitProperties, Transaction
 
-from connectors.delta_log_reader import list_app_transactions
+from connectors.delta_log_reader import read_app_transactions
+from connectors.errors import CommitConflictError, FencedError, SchemaMismatchError
 from connectors.offset_txns import (
+    AppState,
     Offsets,
-    covers,
     generation_app_id,
     marker_app_id,
-    offsets_from_txns,
     offsets_to_txns,
     to_starting_offsets_json,
+    topic_ids_to_txns,
 )
 from connectors.parquet_files import remove_files
 
 log = logging.getLogger(__name__)
 
+MAX_COMMIT_ATTEMPTS = 50   # each attempt follows another writer's successful commit
 
-class SchemaMismatchError(ValueError):
-    """The batch's columns cannot be appended to the table as it is."""
+__all__ = ["BatchCommit", "SchemaMismatchError", "FencedError", "CommitConflictError", "commit_batch",
+           "claim_generation", "app_state", "committed_offsets", "current_generation", "open_table"]
 
 
 @dataclass
@@ -47,8 +59,10 @@ class BatchCommit:
     end_offsets: Offsets | None = None
     partition_by: list[str] = field(default_factory=list)
     merge_schema: bool = False
-    mode: str = "append"  # or "overwrite": replace the table's contents atomically
+    mode: Literal["append", "overwrite"] = "append"   # overwrite: replace the table's contents atomically
     extra_metadata: dict[str, str] = field(default_factory=dict)
+    topic_ids: dict[str, str] = field(default_factory=dict)
+    read_version: int | None = None   # overwrite: the version whose files it replaces (None: the latest)
 
 
 def open_table(path: str) -> DeltaTable | None:
@@ -58,11 +72,22 @@ def open_table(path: str) -> DeltaTable | None:
         return None
 
 
+def app_state(path: str, app_id: str) -> AppState:
+    """What `app_id` has stored in the table, from one consistent snapshot (empty when no table)."""
+    if not (Path(path) / "_delta_log").exists():
+        return AppState()
+    version, txns = read_app_transactions(path)
+    return AppState.from_txns(version, txns, app_id)
+
+
 def committed_offsets(path: str, app_id: str) -> Offsets:
     """{topic: {partition: next offset}} stored in the table for `app_id` (empty when none)."""
-    if open_table(path) is None:
-        return {}
-    return offsets_from_txns(list_app_transactions(path), app_id)
+    return app_state(path, app_id).offsets
+
+
+def current_generation(path: str, app_id: str) -> int | None:
+    dt = open_table(path)
+    return None if dt is None else dt.transaction_version(generation_app_id(app_id))
 
 
 def _delta_schema_compatible(table: pa.Schema, batch: pa.Schema, merge: bool, path: str) -> pa.Schema | None:
@@ -74,98 +99,148 @@ def _delta_schema_compatible(table: pa.Schema, batch: pa.Schema, merge: bool, pa
             if t != f.type and not (pa.types.is_timestamp(t) and pa.types.is_timestamp(f.type)):
                 wrong.append(f"{f.name} (table {t}, batch {f.type})")
     if wrong:
-        raise SchemaMismatchError(f"Delta table {path}: incompatible column types: {', '.join(wrong)}")
+        raise SchemaMismatchError(path, f"incompatible column types: {', '.join(wrong)}")
     new = [f for f in batch if f.name not in table.names]
     if not new:
         return None
     names = ", ".join(f.name for f in new)
     if not merge:
-        raise SchemaMismatchError(
-            f"Delta table {path}: the batch has columns not in the table: {names}. "
-            "Set option mergeSchema=true to add them as nullable columns."
-        )
+        raise SchemaMismatchError(path, f"the batch has columns not in the table: {names}. "
+                                  "Set option mergeSchema=true to add them as nullable columns.")
     return pa.schema(list(table) + [pa.field(f.name, f.type, True) for f in new])
 
 
-def _ensure_table(c: BatchCommit) -> DeltaTable:
-    dt = open_table(c.table_path)
+def ensure_table(path: str, schema: pa.Schema, partition_by: list[str] | None = None) -> DeltaTable:
+    dt = open_table(path)
     if dt is None:
-        Path(c.table_path).mkdir(parents=True, exist_ok=True)
-        dt = DeltaTable.create(c.table_path, schema=c.schema, partition_by=c.partition_by or None, mode="ignore")
-        log.info("created Delta table %s partitioned by %s", c.table_path, c.partition_by or "nothing")
+        Path(path).mkdir(parents=True, exist_ok=True)
+        dt = DeltaTable.create(path, schema=schema, partition_by=partition_by or None, mode="ignore")
+        log.info("created Delta table %s partitioned by %s", path, partition_by or "nothing")
     return dt
 
 
-def _already_committed(dt: DeltaTable, c: BatchCommit) -> str | None:
+def _props(metadata: Mapping[str, str], txns: Mapping[str, int]) -> CommitProperties:
+    return CommitProperties(custom_metadata=dict(metadata), max_commit_retries=0,
+                            app_transactions=[Transaction(k, v) for k, v in txns.items()])
+
+
+def _commits_since(dt: DeltaTable, version: int) -> str:
+    """Who committed after `version`: 'version V by app A (operation)', for conflict messages."""
+    seen = []
+    for h in dt.history(max(1, dt.version() - version)):
+        if int(h.get("version", -1)) > version:
+            seen.append(f"version {h.get('version')} by {h.get('pylog.appId', 'another writer')} ({h.get('operation')})")
+    return ", ".join(sorted(seen)) or f"versions after {version}"
+
+
+def _skip_reason(dt: DeltaTable, c: BatchCommit) -> str | None:
+    """Why `c` must not be committed on this snapshot: None to commit; raises when it must stop."""
     marker = dt.transaction_version(marker_app_id(c.app_id, c.generation))
     if marker is not None and marker >= c.batch_id:
         return f"marker {marker_app_id(c.app_id, c.generation)}={marker} >= batch {c.batch_id}"
-    if c.mode == "append" and c.end_offsets and covers(offsets_from_txns(list_app_transactions(c.table_path), c.app_id), c.end_offsets):
-        return f"its end offsets {to_starting_offsets_json(c.end_offsets)} are already committed"
+    generation = dt.transaction_version(generation_app_id(c.app_id))
+    if generation is not None and generation > c.generation:
+        remove_files(c.table_path, c.files)
+        raise FencedError(c.table_path, f"app {c.app_id} generation {c.generation} was superseded by generation "
+                          f"{generation} (a reprocess replace, or another stream started with the same app id); "
+                          f"batch {c.batch_id} was not committed. Restart the job: it resumes from the offsets "
+                          "in the table.", dt.version())
+    if c.mode == "overwrite" and c.read_version is not None and dt.version() > c.read_version:
+        remove_files(c.table_path, c.files)
+        raise CommitConflictError(c.table_path, f"the overwrite by app {c.app_id} read version {c.read_version}, "
+                                  f"but {_commits_since(dt, c.read_version)} came after it; replacing now would "
+                                  "delete those rows. Nothing was replaced: stop the other writers and run it "
+                                  "again.", dt.version())
     return None
 
 
-def commit_batch(c: BatchCommit) -> bool:
-    """Make the batch's single Delta commit. Returns False when it was a replay (files removed)."""
-    dt = _ensure_table(c)
-    reason = _already_committed(dt, c)
-    if reason:
-        log.info("Delta table %s: skipping replayed batch %d of %s: %s", c.table_path, c.batch_id, c.app_id, reason)
-        remove_files(c.table_path, c.files)
-        return False
+def _merge_schema(dt: DeltaTable, c: BatchCommit) -> DeltaTable:
     table_schema = pa.schema(dt.schema().to_arrow())
     merged = _delta_schema_compatible(table_schema, c.schema, c.merge_schema, c.table_path)
-    if merged is not None:
-        new_cols = [f for f in merged if f.name not in table_schema.names]
-        from deltalake import Schema as DeltaSchema
+    if merged is None:
+        return dt
+    new_cols = [f for f in merged if f.name not in table_schema.names]
+    dt.alter.add_columns(list(DeltaSchema.from_arrow(pa.schema(new_cols)).fields))
+    log.info("Delta table %s: added nullable columns %s", c.table_path, [f.name for f in new_cols])
+    return DeltaTable(c.table_path)
 
-        dt.alter.add_columns(list(DeltaSchema.from_arrow(pa.schema(new_cols)).fields))
-        log.info("Delta table %s: added nullable columns %s", c.table_path, [f.name for f in new_cols])
-        dt = DeltaTable(c.table_path)
-    actions = [
-        AddAction(f["path"], f["size"], f["partition_values"], f["modification_time"], True,
-                  f"{{\"numRecords\": {f['num_records']}}}")
-        for f in c.files
-    ]
-    txns = {marker_app_id(c.app_id, c.generation): c.batch_id, generation_app_id(c.app_id): c.generation}
+
+def commit_batch(c: BatchCommit) -> bool:
+    """Make the batch's single Delta commit. Returns False when it was a replay (its files removed).
+
+    Raises FencedError, CommitConflictError or SchemaMismatchError (the batch's files removed).
+    """
+    ensure_table(c.table_path, c.schema, c.partition_by)
+    actions = [AddAction(f["path"], f["size"], f["partition_values"], f["modification_time"], True,
+                         f"{{\"numRecords\": {f['num_records']}}}") for f in c.files]
     metadata: dict[str, Any] = {"pylog.appId": c.app_id, "pylog.batchId": str(c.batch_id),
                                 "pylog.generation": str(c.generation), **c.extra_metadata}
     if c.end_offsets:
-        txns.update(offsets_to_txns(c.app_id, c.end_offsets))
         metadata["pylog.offsets"] = to_starting_offsets_json(c.end_offsets)
-    props = CommitProperties(custom_metadata=metadata, app_transactions=[Transaction(k, v) for k, v in txns.items()],
-                             max_commit_retries=0)
-    try:
-        dt.create_write_transaction(actions, mode=c.mode, schema=dt.schema(), partition_by=c.partition_by or None,
-                                    commit_properties=props)
-    except CommitFailedError as e:
+    for attempt in range(1, MAX_COMMIT_ATTEMPTS + 1):
         dt = DeltaTable(c.table_path)
-        reason = _already_committed(dt, c)
+        reason = _skip_reason(dt, c)
         if reason:
-            log.warning("Delta table %s: lost a commit race for batch %d; the winner committed it (%s)",
-                        c.table_path, c.batch_id, reason)
+            log.info("Delta table %s: skipping replayed batch %d of %s: %s", c.table_path, c.batch_id, c.app_id, reason)
             remove_files(c.table_path, c.files)
             return False
-        raise RuntimeError(f"Delta table {c.table_path}: commit of batch {c.batch_id} of {c.app_id} failed: {e}") from e
-    rows = sum(f["num_records"] for f in c.files)
-    log.info("Delta table %s: committed batch %d of %s (generation %d): %d files, %d rows, offsets %s",
-             c.table_path, c.batch_id, c.app_id, c.generation, len(c.files), rows,
-             to_starting_offsets_json(c.end_offsets) if c.end_offsets else "-")
-    return True
+        try:
+            dt = _merge_schema(dt, c)
+        except SchemaMismatchError:
+            remove_files(c.table_path, c.files)
+            raise
+        txns = {marker_app_id(c.app_id, c.generation): c.batch_id, generation_app_id(c.app_id): c.generation,
+                **topic_ids_to_txns(c.app_id, c.topic_ids, dt.version() + 1)}
+        if c.end_offsets:
+            txns.update(offsets_to_txns(c.app_id, c.end_offsets))
+        try:
+            dt.create_write_transaction(actions, mode=c.mode, schema=dt.schema(),
+                                        partition_by=c.partition_by or None, commit_properties=_props(metadata, txns))
+        except CommitFailedError as e:
+            log.info("Delta table %s: another writer committed first (attempt %d): %s; checking again",
+                     c.table_path, attempt, e)
+            continue
+        rows = sum(f["num_records"] for f in c.files)
+        log.info("Delta table %s: committed batch %d of %s (generation %d) as version %d: %d files, %d rows, "
+                 "offsets %s", c.table_path, c.batch_id, c.app_id, c.generation, dt.version() + 1, len(c.files),
+                 rows, metadata.get("pylog.offsets", "-"))
+        return True
+    remove_files(c.table_path, c.files)
+    raise CommitConflictError(c.table_path, f"batch {c.batch_id} of {c.app_id}: other writers kept committing "
+                              f"first; gave up after {MAX_COMMIT_ATTEMPTS} attempts")
+
+
+def claim_generation(path: str, app_id: str, schema: pa.Schema, partition_by: list[str] | None = None) -> AppState:
+    """Start a new generation of `app_id` in the table (creating it if needed) and fence older writers.
+
+    Commits a txn-only version that raises the app's generation by one (0 on a new table); every
+    commit of an older generation fails from then on. Returns the app's state at that version: the
+    offsets the new generation resumes from, and the generation it owns.
+    """
+    ensure_table(path, schema, partition_by)
+    for _ in range(MAX_COMMIT_ATTEMPTS):
+        dt = DeltaTable(path)
+        current = dt.transaction_version(generation_app_id(app_id))
+        gen = 0 if current is None else current + 1
+        try:
+            dt.create_write_transaction([], mode="append", schema=dt.schema(), partition_by=partition_by or None,
+                                        commit_properties=_props({"pylog.appId": app_id, "pylog.generation": str(gen),
+                                                                  "pylog.operation": "claim generation"},
+                                                                 {generation_app_id(app_id): gen}))
+        except CommitFailedError:
+            continue
+        state = app_state(path, app_id)
+        log.info("Delta table %s: app %s claimed generation %d at version %d", path, app_id, gen, dt.version() + 1)
+        if state.generation != gen:
+            raise CommitConflictError(path, f"app {app_id}: generation {gen} was claimed by another writer at once")
+        return state
+    raise CommitConflictError(path, f"app {app_id}: could not claim a new generation; other writers kept committing")
 
 
 def next_generation(path: str, app_id: str) -> int:
     """The generation a writer without a known generation (new or lost checkpoint) must use."""
-    dt = open_table(path)
-    if dt is None:
-        return 0
-    current = dt.transaction_version(generation_app_id(app_id))
+    current = current_generation(path, app_id)
     return 0 if current is None else current + 1
-
-
-def current_generation(path: str, app_id: str) -> int | None:
-    dt = open_table(path)
-    return None if dt is None else dt.transaction_version(generation_app_id(app_id))
 
 
 def table_info(path: str) -> Mapping[str, Any]:

@@ -38,8 +38,12 @@ def _checkpoint_files(log_dir: Path) -> tuple[int, list[Path]]:
     return -1, []
 
 
-def list_app_transactions(table_path: str | Path) -> dict[str, int]:
-    """Every app id with a txn action in the table's current state, mapped to its latest version."""
+def read_app_transactions(table_path: str | Path) -> tuple[int, dict[str, int]]:
+    """(table version, every app id with a txn action at that version mapped to its latest version).
+
+    The version is the last commit read in an unbroken run after the checkpoint, so the txns are one
+    consistent snapshot even while other writers commit. (-1, {}) for a table with no commits.
+    """
     log_dir = Path(table_path) / "_delta_log"
     found: dict[str, int] = {}
     cp_version, cp_files = _checkpoint_files(log_dir)
@@ -51,9 +55,12 @@ def list_app_transactions(table_path: str | Path) -> dict[str, int]:
     commits = sorted(
         (int(p.name.split(".")[0]), p) for p in log_dir.glob("*.json") if p.name.split(".")[0].isdigit()
     )
-    for version, path in commits:
-        if version <= cp_version:
+    version = cp_version
+    for v, path in commits:
+        if v <= cp_version:
             continue
+        if v != version + 1:
+            break
         for line in path.read_text().splitlines():
             if '"txn"' not in line:
                 continue
@@ -61,4 +68,10 @@ def list_app_transactions(table_path: str | Path) -> dict[str, int]:
             txn = action.get("txn")
             if txn:
                 found[txn["appId"]] = int(txn["version"])
-    return found
+        version = v
+    return version, found
+
+
+def list_app_transactions(table_path: str | Path) -> dict[str, int]:
+    """Every app id with a txn action in the table's current state, mapped to its latest version."""
+    return read_app_transactions(table_path)[1]

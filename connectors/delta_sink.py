@@ -8,9 +8,11 @@ commit per batch with the add actions, the marker txn(app id, batch id) and the 
 offsets, read from `<checkpoint>/offsets/<batchId>` (see connectors.delta_commit for the rule).
 
 Options: path (required), appId (default: derived from the path), partitionBy (comma-separated),
-mergeSchema (true: add new nullable columns), generation (set by jobs; otherwise chosen from the
-checkpoint and the table). Batch writes (`df.write.format("pylog-delta").mode("append"|"overwrite")`)
-also take batchId and offsets (a startingOffsets-style JSON of the data's end offsets).
+mergeSchema (true: add new nullable columns), generation (set by jobs; otherwise a stream with a new
+checkpoint claims the next generation, which fences older streams of the same app id). Batch writes
+(`df.write.format("pylog-delta").mode("append"|"overwrite")`) also take batchId (default: one past the
+table's last), offsets (a startingOffsets-style JSON of the data's end offsets), topicIds (JSON
+{topic: id}) and readVersion (an overwrite fails instead of replacing commits made after it).
 """
 from __future__ import annotations
 
@@ -29,10 +31,10 @@ from pyspark.sql.datasource import (
 from pyspark.sql.types import StructType
 
 from connectors import faults
-from connectors.delta_commit import BatchCommit, commit_batch, next_generation, open_table
-from connectors.offset_txns import marker_app_id, parse_offsets_json
+from connectors.delta_commit import BatchCommit, app_state, claim_generation, commit_batch
+from connectors.offset_txns import parse_offsets_json
 from connectors.parquet_files import remove_files, write_files
-from connectors.spark_checkpoint import kafka_offsets
+from connectors.spark_checkpoint import kafka_position
 
 log = logging.getLogger(__name__)
 
@@ -60,6 +62,13 @@ class SinkOptions:
         self.checkpoint = _local_path(o["checkpointlocation"]) if o.get("checkpointlocation") else None
         self.generation = self._int(o, "generation")
         self.batch_id = self._int(o, "batchid")
+        self.read_version = self._int(o, "readversion")
+        self.topic_ids: dict[str, str] = {}
+        if o.get("topicids"):
+            try:
+                self.topic_ids = {str(k): str(v) for k, v in json.loads(o["topicids"]).items()}
+            except (ValueError, TypeError, AttributeError) as e:
+                raise SinkOptionError(f"pylog-delta: option 'topicIds' must be JSON like {{\"topic\":\"id\"}}: {e}") from None
         self.offsets = None
         if o.get("offsets"):
             try:
@@ -87,7 +96,8 @@ class SinkOptions:
         return v
 
 
-def _arrow_schema(schema: StructType) -> pa.Schema:
+def arrow_schema(schema: StructType) -> pa.Schema:
+    """The Arrow schema the sink writes a Spark schema with (timestamps in UTC)."""
     from pyspark.sql.pandas.types import to_arrow_schema
 
     return to_arrow_schema(schema, timezone="UTC")
@@ -106,8 +116,8 @@ def _write(opts: SinkOptions, iterator: Iterator[pa.RecordBatch]) -> _FilesMessa
     return _FilesMessage([f.to_dict() for f in write_files(opts.path, iterator, opts.partition_by)])
 
 
-def _resolve_generation(opts: SinkOptions) -> int:
-    """A stream's generation: fixed by the job, or remembered in its checkpoint, or the table's next one."""
+def _resolve_generation(opts: SinkOptions, schema: pa.Schema) -> int:
+    """A stream's generation: fixed by the job, or remembered in its checkpoint, or newly claimed."""
     if opts.generation is not None:
         return opts.generation
     if opts.checkpoint is None:
@@ -117,7 +127,7 @@ def _resolve_generation(opts: SinkOptions) -> int:
         data = json.loads(f.read_text())
         if data.get("appId") == opts.app_id:
             return int(data["generation"])
-    gen = next_generation(opts.path, opts.app_id)
+    gen = claim_generation(opts.path, opts.app_id, schema, opts.partition_by).generation or 0
     f.parent.mkdir(parents=True, exist_ok=True)
     f.write_text(json.dumps({"appId": opts.app_id, "generation": gen}))
     log.info("pylog-delta: app %s writes generation %d from checkpoint %s", opts.app_id, gen, opts.checkpoint)
@@ -127,16 +137,17 @@ def _resolve_generation(opts: SinkOptions) -> int:
 class DeltaStreamWriter(DataSourceStreamArrowWriter):
     def __init__(self, opts: SinkOptions, schema: StructType) -> None:
         self.opts = opts
-        self.schema = _arrow_schema(schema)
-        self.generation = _resolve_generation(opts)
+        self.schema = arrow_schema(schema)
+        self.generation = _resolve_generation(opts, self.schema)
 
     def write(self, iterator: Iterator[pa.RecordBatch]) -> WriterCommitMessage:
         return _write(self.opts, iterator)
 
     def commit(self, messages: list, batchId: int) -> None:
-        offsets = kafka_offsets(self.opts.checkpoint, batchId) if self.opts.checkpoint else None
+        position = kafka_position(self.opts.checkpoint, batchId) if self.opts.checkpoint else None
         commit_batch(BatchCommit(self.opts.path, self.opts.app_id, batchId, _files_of(messages), self.schema,
-                                 self.generation, offsets, self.opts.partition_by, self.opts.merge_schema))
+                                 self.generation, position.offsets if position else None, self.opts.partition_by,
+                                 self.opts.merge_schema, topic_ids=position.topic_ids if position else {}))
         faults.after_delta_commit(batchId)
 
     def abort(self, messages: list, batchId: int) -> None:
@@ -146,14 +157,12 @@ class DeltaStreamWriter(DataSourceStreamArrowWriter):
 class DeltaBatchWriter(DataSourceArrowWriter):
     def __init__(self, opts: SinkOptions, schema: StructType, overwrite: bool) -> None:
         self.opts = opts
-        self.schema = _arrow_schema(schema)
+        self.schema = arrow_schema(schema)
         self.overwrite = overwrite
-        gen = opts.generation or 0
         if opts.batch_id is not None:
             self.batch_id = opts.batch_id
         else:
-            dt = open_table(opts.path)
-            last = dt.transaction_version(marker_app_id(opts.app_id, gen)) if dt is not None else None
+            last = app_state(opts.path, opts.app_id).last_batch if not opts.generation else None
             self.batch_id = 0 if last is None else last + 1
 
     def write(self, iterator: Iterator[pa.RecordBatch]) -> WriterCommitMessage:
@@ -162,7 +171,8 @@ class DeltaBatchWriter(DataSourceArrowWriter):
     def commit(self, messages: list) -> None:
         commit_batch(BatchCommit(self.opts.path, self.opts.app_id, self.batch_id, _files_of(messages), self.schema,
                                  self.opts.generation or 0, self.opts.offsets, self.opts.partition_by,
-                                 self.opts.merge_schema, mode="overwrite" if self.overwrite else "append"))
+                                 self.opts.merge_schema, mode="overwrite" if self.overwrite else "append",
+                                 topic_ids=self.opts.topic_ids, read_version=self.opts.read_version))
 
     def abort(self, messages: list) -> None:
         remove_files(self.opts.path, _files_of(messages))

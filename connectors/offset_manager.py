@@ -8,17 +8,30 @@
 The offsets live in the table's own log (txn actions, see connectors.offset_txns), so they are
 exactly those of the data in the table, and survive checkpoints and log cleanup. Rewinds use
 `rewind_offsets` to compute explicit offsets (earliest, a timestamp) for a new app id or generation.
+
+`resume_from` is where every job turns stored offsets into the offsets it reads from: it compares
+them with the live log (`live_log`: topic ids, log start and end) by sparklog.log_changes' rule,
+reports a re-created topic or lost data as failOnDataLoss says, and fills in partitions and topics
+the table has not seen yet.
 """
 from __future__ import annotations
 
 import logging
 from typing import Callable, Iterable
 
+from dataclasses import dataclass
+from typing import Literal, Mapping
+
 from confluent_kafka import Consumer, KafkaException, TopicPartition
 
-from connectors.delta_commit import committed_offsets, current_generation
+from connectors.delta_commit import app_state, committed_offsets, current_generation
 from connectors.delta_log_reader import list_app_transactions
-from connectors.offset_txns import Offsets, apps_in, to_starting_offsets_json
+from connectors.offset_txns import AppState, Offsets, apps_in, to_starting_offsets_json
+from sparklog.errors import report_data_loss
+from sparklog.log_changes import find_changes, resume_offsets
+from sparklog.offset_reader import OffsetReader
+from sparklog.offsets import PartitionOffsets, TopicIds
+from sparklog.options import OptionError, parse_batch_options
 
 log = logging.getLogger(__name__)
 
@@ -27,6 +40,10 @@ class OffsetManager:
     def __init__(self, table_path: str, app_id: str) -> None:
         self.table_path = table_path
         self.app_id = app_id
+
+    def state(self) -> AppState:
+        """Offsets, topic ids, generation and last batch of this app, from one snapshot of the table."""
+        return app_state(self.table_path, self.app_id)
 
     def committed(self) -> Offsets:
         """{topic: {partition: next offset}} of the data in the table for this app (empty if none)."""
@@ -58,6 +75,60 @@ class OffsetManager:
         finally:
             c.close()
         return offsets
+
+
+@dataclass(frozen=True)
+class LiveLog:
+    """The source topics as the broker has them now."""
+
+    earliest: PartitionOffsets
+    latest: PartitionOffsets
+    topic_ids: TopicIds
+
+    @property
+    def ends(self) -> Offsets:
+        out: Offsets = {}
+        for (t, p), o in sorted(self.latest.items()):
+            out.setdefault(t, {})[p] = o
+        return out
+
+
+def live_log(source_options: Mapping[str, str], *, require: bool = True) -> LiveLog:
+    """Topic ids, log start and end of every partition of the subscribed topics (Spark Kafka options).
+
+    With `require`, a subscribed topic the broker does not have is an error that names it.
+    """
+    opts = parse_batch_options(source_options)
+    reader = OffsetReader(opts)
+    try:
+        tps = reader.partitions()
+        if require and opts.strategy.kind == "subscribe":
+            missing = sorted(set(opts.strategy.topics) - {t for t, _ in tps})
+            if missing:
+                raise OptionError(f"topic(s) {', '.join(missing)} not found on {opts.bootstrap_servers}")
+        return LiveLog(reader.earliest(tps), reader.latest(tps), reader.topic_ids({t for t, _ in tps}))
+    finally:
+        reader.close()
+
+
+def resume_from(state: AppState, live: LiveLog, *, fail_on_data_loss: bool,
+                new: Literal["earliest", "latest"] = "earliest") -> Offsets:
+    """Concrete start offsets for every live partition: the stored ones where the log is unchanged.
+
+    A changed log (re-created topic, offsets beyond the end or aged out, partition gone) is reported
+    with failOnDataLoss' rule (raises DataLossError when true) and, when tolerated, read from its new
+    start. New partitions of known topics start at their earliest offset, new topics at `new`.
+    """
+    stored = {(t, p): o for t, parts in state.offsets.items() for p, o in parts.items()}
+    changes = find_changes(stored, state.topic_ids, live.topic_ids, live.earliest, live.latest)
+    for c in changes:
+        report_data_loss(c.describe(), fail_on_data_loss, log)
+    starts = resume_offsets(stored, changes)
+    out: Offsets = {}
+    for tp, high in sorted(live.latest.items()):
+        default = live.earliest[tp] if new == "earliest" or tp[0] in state.offsets else high
+        out.setdefault(tp[0], {})[tp[1]] = starts.get(tp, default)
+    return out
 
 
 def _per_partition(bootstrap: str, topics: Iterable[str], pick: Callable[[Consumer, str, int, int, int], int],

@@ -4,16 +4,22 @@ A Delta `txn` action is (appId, version) and survives log checkpoints and log cl
 commitInfo. Each commit of the sink carries:
   - the batch marker      `<app id>` (generation 0) or `<app id>#<generation>` → batch id;
   - the generation        `pylog.generation:<app id>` → generation;
-  - one offset per source topic-partition `pylog.offsets:["<app id>","<topic>",<partition>]` → next offset.
+  - one offset per source topic-partition `pylog.offsets:["<app id>","<topic>",<partition>]` → next offset;
+  - the id of each source topic, where the broker has ids, `pylog.topicId:["<app id>","<topic>","<id>"]`
+    → the table version of the commit (a txn holds a number, so the id goes into its name; the entry
+    with the highest version is the current one).
+`AppState` is what one app has stored, read from one snapshot of the table's txns.
 Pure functions only: no I/O.
 """
 from __future__ import annotations
 
 import json
+from dataclasses import dataclass, field
 from typing import Mapping
 
 OFFSETS_PREFIX = "pylog.offsets:"
 GENERATION_PREFIX = "pylog.generation:"
+TOPIC_ID_PREFIX = "pylog.topicId:"
 
 Offsets = dict[str, dict[int, int]]
 
@@ -85,3 +91,40 @@ def covers(committed: Offsets, end: Offsets) -> bool:
     if not end:
         return False
     return all(committed.get(t, {}).get(p, -1) >= o for t, parts in end.items() for p, o in parts.items())
+
+
+def topic_ids_to_txns(app_id: str, topic_ids: Mapping[str, str], table_version: int) -> dict[str, int]:
+    """{txn app id: version} recording the source topics' ids in the commit that makes `table_version`."""
+    return {TOPIC_ID_PREFIX + json.dumps([app_id, t, i], separators=(",", ":")): table_version
+            for t, i in sorted(topic_ids.items())}
+
+
+def topic_ids_from_txns(txns: Mapping[str, int], app_id: str) -> dict[str, str]:
+    """{topic: id} last recorded for `app_id` (the entry with the highest table version wins)."""
+    best: dict[str, tuple[int, str]] = {}
+    for key, version in txns.items():
+        if not key.startswith(TOPIC_ID_PREFIX):
+            continue
+        try:
+            owner, topic, tid = json.loads(key[len(TOPIC_ID_PREFIX):])
+        except (ValueError, TypeError):
+            continue
+        if owner == app_id and (topic not in best or version > best[topic][0]):
+            best[topic] = (int(version), str(tid))
+    return {t: v[1] for t, v in sorted(best.items())}
+
+
+@dataclass(frozen=True)
+class AppState:
+    """What one app id has stored in a table, as of `table_version` (-1: no table or no commit)."""
+
+    table_version: int = -1
+    offsets: Offsets = field(default_factory=dict)
+    topic_ids: dict[str, str] = field(default_factory=dict)
+    generation: int | None = None
+    last_batch: int | None = None     # the marker of generation 0 (what batch writers count from)
+
+    @classmethod
+    def from_txns(cls, table_version: int, txns: Mapping[str, int], app_id: str) -> "AppState":
+        return cls(table_version, offsets_from_txns(txns, app_id), topic_ids_from_txns(txns, app_id),
+                   txns.get(generation_app_id(app_id)), txns.get(marker_app_id(app_id, 0)))

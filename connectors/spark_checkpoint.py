@@ -1,13 +1,17 @@
 """Read what Spark Structured Streaming wrote in a checkpoint: the source end offsets of each batch.
 
 Spark writes `<checkpoint>/offsets/<batchId>` before running batch N: a version line ("v1"), a
-metadata JSON line, then one JSON line per source. Read-only.
+metadata JSON line, then one JSON line per source (the `pylog` source's carries topic ids too,
+see sparklog.offsets.TOPIC_IDS_KEY). Read-only.
 """
 from __future__ import annotations
 
 import json
 from pathlib import Path
+from dataclasses import dataclass
 from typing import Any
+
+from sparklog.offsets import TOPIC_IDS_KEY
 
 
 def _local(path: str) -> Path:
@@ -29,12 +33,22 @@ def batch_offsets(checkpoint: str, batch_id: int) -> list[Any]:
     return out
 
 
-def kafka_offsets(checkpoint: str, batch_id: int) -> dict[str, dict[int, int]] | None:
-    """The batch's end offsets of the (single) Kafka-style source, {topic: {partition: offset}}, if any."""
+@dataclass(frozen=True)
+class SourcePosition:
+    """Where a batch of the Kafka-style source ended: {topic: {partition: next offset}} and topic ids."""
+
+    offsets: dict[str, dict[int, int]]
+    topic_ids: dict[str, str]
+
+
+def kafka_position(checkpoint: str, batch_id: int) -> SourcePosition | None:
+    """The batch's end position of the (single) Kafka-style source, if any."""
     for src in batch_offsets(checkpoint, batch_id):
-        if isinstance(src, dict) and src and all(isinstance(v, dict) for v in src.values()):
-            try:
-                return {t: {int(p): int(o) for p, o in parts.items()} for t, parts in src.items()}
-            except (TypeError, ValueError):
-                continue
+        if not (isinstance(src, dict) and src and all(isinstance(v, dict) for v in src.values())):
+            continue
+        try:
+            offsets = {t: {int(p): int(o) for p, o in parts.items()} for t, parts in src.items() if t != TOPIC_IDS_KEY}
+        except (TypeError, ValueError):
+            continue
+        return SourcePosition(offsets, {str(t): str(i) for t, i in src.get(TOPIC_IDS_KEY, {}).items()})
     return None

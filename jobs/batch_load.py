@@ -1,58 +1,75 @@
 """`pylog job batch_load`: a scheduled incremental load, made for cron.
 
-Reads the table's committed offsets, reads every topic-partition from there up to the current end
-(fixed when the run starts), and commits the data and the new end offsets in one Delta commit.
-A run with no new data is a no-op; a run after a crash re-reads from the committed offsets, and two
-overlapping runs cannot both commit the same range (the Delta commit carries a marker and offsets).
+Plans from one snapshot of the table: the app's committed offsets, topic ids and last batch id.
+Reads every topic-partition from there up to the current end (fixed when the run starts), and
+commits the data, the new end offsets and topic ids in one Delta commit as batch `last + 1`.
+A run with no new data is a no-op; a run after a crash re-reads from the committed offsets; two
+overlapping runs plan the same batch id, so only one of them commits (the other is a replay).
+A re-created topic, or offsets that aged out, fail the run when source.fail.on.data.loss is true
+(the default) and are read from the new log's start when it is false.
 """
 from __future__ import annotations
 
-import json
 import logging
 
-from connectors.offset_manager import OffsetManager, end_offsets
-from connectors.offset_txns import to_starting_offsets_json
+from connectors.offset_manager import OffsetManager, live_log, resume_from
+from connectors.offset_txns import Offsets, to_starting_offsets_json
 from jobs.config import JobConfig, JobConfigError
+from jobs.progress import BatchProgress
 from jobs.rows import source_options, table_rows
 from jobs.spark_session import build_session
 
 log = logging.getLogger("pylog.job.batch_load")
 
 
-def plan_range(cfg: JobConfig, om: OffsetManager) -> tuple[dict, dict]:
-    bootstrap = cfg.require("source.bootstrap.servers")
-    ends = end_offsets(bootstrap, cfg.list("source.topics"))
-    committed = om.committed()
+
+def plan_range(cfg: JobConfig, om: OffsetManager) -> tuple[Offsets, Offsets, dict[str, str], int]:
+    """(start offsets, end offsets, topic ids, batch id) of this run, from one snapshot of the table."""
     default = cfg.get("source.starting.offsets", "earliest")
     if default not in ("earliest", "latest"):
-        raise JobConfigError(f"job {cfg.name}: source.starting.offsets must be earliest or latest for batch_load, got {default!r}")
-    starts = {t: {p: committed.get(t, {}).get(p, -2 if default == "earliest" else e) for p, e in parts.items()}
-              for t, parts in ends.items()}
-    return starts, ends
+        raise JobConfigError(f"job {cfg.name}: source.starting.offsets must be earliest or latest for batch_load, "
+                             f"got {default!r}")
+    state = om.state()
+    live = live_log(source_options(cfg))
+    starts = resume_from(state, live, fail_on_data_loss=cfg.bool("source.fail.on.data.loss", True),
+                         new="earliest" if default == "earliest" else "latest")
+    batch_id = 0 if state.last_batch is None else state.last_batch + 1
+    return starts, live.ends, live.topic_ids, batch_id
 
 
 def run(cfg: JobConfig) -> int:
     table = cfg.require("sink.table.path")
     app_id = cfg.get("sink.app.id", cfg.name)
     om = OffsetManager(table, app_id)
-    starts, ends = plan_range(cfg, om)
-    if all(starts[t][p] >= 0 and starts[t][p] >= ends[t][p] for t in ends for p in ends[t]):
+    starts, ends, topic_ids, batch_id = plan_range(cfg, om)
+    records = sum(max(0, e - starts[t][p]) for t, parts in ends.items() for p, e in parts.items())
+    if records == 0:
         log.info("nothing new since the last load: offsets %s", to_starting_offsets_json(ends))
         return 0
+    log.info("loading %d records (batch %d) from %s to %s into %s", records, batch_id,
+             to_starting_offsets_json(starts), to_starting_offsets_json(ends), table)
     spark = build_session(cfg, f"pylog batch_load {app_id}")
     df = (spark.read.format("pylog").options(**source_options(cfg))
-          .option("startingOffsets", json.dumps({t: {str(p): o for p, o in ps.items()} for t, ps in starts.items()}))
+          .option("startingOffsets", to_starting_offsets_json(starts))
           .option("endingOffsets", to_starting_offsets_json(ends)).load())
     rows = table_rows(df, cfg.get("value.schema"))
     writer = (rows.write.format("pylog-delta").mode("append").option("path", table).option("appId", app_id)
-              .option("offsets", to_starting_offsets_json(ends)).option("mergeSchema", cfg.get("sink.merge.schema", "false")))
+              .option("batchId", str(batch_id)).option("offsets", to_starting_offsets_json(ends))
+              .option("topicIds", _json(topic_ids)).option("mergeSchema", cfg.get("sink.merge.schema", "false")))
     if cfg.get("sink.partition.by"):
         writer = writer.option("partitionBy", cfg.require("sink.partition.by"))
-    writer.save()
-    log.info("loaded up to offsets %s into %s", to_starting_offsets_json(ends), table)
+    with BatchProgress(spark, "loading", records):
+        writer.save()
+    log.info("loaded %d records up to offsets %s into %s", records, to_starting_offsets_json(ends), table)
     if cfg.get("group.mirror"):
         try:
             om.mirror_to_group(cfg.require("source.bootstrap.servers"), cfg.require("group.mirror"))
         except Exception as e:  # noqa: BLE001
             log.warning("could not mirror offsets to group %s: %s", cfg.get("group.mirror"), e)
     return 0
+
+
+def _json(value: dict[str, str]) -> str:
+    import json
+
+    return json.dumps(value, sort_keys=True)

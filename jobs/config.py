@@ -1,9 +1,13 @@
 """Job configuration: conf/jobs/<name>.properties plus --set overrides, with typed accessors.
 
-Owns reading and validating job settings; errors name the key and the expected form.
+Owns reading and validating job settings; errors name the key and the expected form. The default
+file is conf/jobs/<name>.properties under the working directory, else under the project's own conf/.
+Relative `*.path` and `*.location` values in a file are taken relative to that file, so a job runs
+the same from any directory; `--set` values are relative to the working directory.
 """
 from __future__ import annotations
 
+import logging
 import re
 from pathlib import Path
 from typing import Mapping
@@ -12,6 +16,10 @@ from broker.config import read_properties
 from broker.errors import InvalidConfigError
 
 DEFAULT_CONF_DIR = Path("conf/jobs")
+PROJECT_CONF_DIR = Path(__file__).resolve().parents[1] / "conf" / "jobs"
+_PATH_SUFFIXES = (".path", ".location")
+
+log = logging.getLogger("pylog.job.config")
 
 
 class JobConfigError(ValueError):
@@ -26,18 +34,43 @@ class JobConfig:
     @classmethod
     def load(cls, name: str, path: str | Path | None = None, overrides: list[str] | None = None) -> "JobConfig":
         values: dict[str, str] = {}
-        file = Path(path) if path else DEFAULT_CONF_DIR / f"{name}.properties"
-        if path or file.exists():
+        file = Path(path) if path else cls.default_file(name)
+        if path and not file.is_file():
+            raise JobConfigError(f"job {name}: config file {file} not found" if not file.exists()
+                                 else f"job {name}: config file {file} is not a file")
+        if file is not None and file.is_file():
             try:
                 values.update(read_properties(file))
             except InvalidConfigError as e:
                 raise JobConfigError(f"job {name}: {e}") from None
+            except OSError as e:
+                raise JobConfigError(f"job {name}: cannot read config file {file}: {e.strerror}") from None
+            for k, v in values.items():
+                if k.endswith(_PATH_SUFFIXES) and v and not Path(v).is_absolute() and "://" not in v:
+                    values[k] = str((file.parent / v).resolve())
         for item in overrides or []:
             if "=" not in item:
                 raise JobConfigError(f"--set expects key=value, got {item!r}")
             k, v = item.split("=", 1)
             values[k.strip()] = v.strip()
-        return cls(name, values)
+        cfg = cls(name, values)
+        cfg.warn_unknown()
+        return cfg
+
+    @staticmethod
+    def default_file(name: str) -> Path | None:
+        for folder in (DEFAULT_CONF_DIR, PROJECT_CONF_DIR):
+            if (folder / f"{name}.properties").is_file():
+                return folder / f"{name}.properties"
+        return None
+
+    def warn_unknown(self) -> None:
+        from jobs.settings import JOB_SETTINGS, unknown_keys
+
+        settings = JOB_SETTINGS.get(self.name)
+        if settings:
+            for key in unknown_keys(settings, self.values):
+                log.warning("job %s: unknown setting %s is ignored", self.name, key)
 
     def get(self, key: str, default: str | None = None) -> str | None:
         v = self.values.get(key)

@@ -2,24 +2,33 @@
 
 Rewinds to `reprocess.from` (earliest | timestamp:<epoch ms or ISO-8601> | offsets:<JSON>), reads up
 to the current end, and rebuilds the table in one atomic Delta commit: into `reprocess.target.path`
-(a new table), or, with reprocess.mode=replace, replacing `sink.table.path` (an overwrite commit
-under a new generation, whose offsets `stream_to_delta` then resumes from). Shows progress.
+(a new table), or, with reprocess.mode=replace, replacing `sink.table.path`.
+
+A replace first claims a new generation of the app in the table. That fences a `stream_to_delta`
+writing the same table: its next commit fails with a message saying so, nothing it committed is
+lost, and once restarted it resumes from the offsets of the rebuilt table. The replace then
+commits against the version its claim made; if any other writer committed after it, the replace
+fails with a conflict error and replaces nothing. Offsets given with `offsets:` follow Spark's rules:
+every partition named, no unknown topic or partition, no offset beyond the log end.
 """
 from __future__ import annotations
 
 import datetime
 import json
 import logging
-import threading
 from typing import Any
 
-from connectors.offset_manager import OffsetManager, end_offsets, rewind_offsets
-from connectors.offset_txns import parse_offsets_json, to_starting_offsets_json
+from connectors.delta_commit import claim_generation
+from connectors.offset_manager import LiveLog, live_log, rewind_offsets
+from connectors.offset_txns import Offsets, parse_offsets_json, to_starting_offsets_json
 from jobs.config import JobConfig, JobConfigError
+from jobs.progress import BatchProgress
+from connectors.delta_sink import arrow_schema
 from jobs.rows import source_options, table_rows
 from jobs.spark_session import build_session
 
 log = logging.getLogger("pylog.job.reprocess")
+
 
 
 def parse_from(cfg: JobConfig) -> tuple[str, Any]:
@@ -45,23 +54,32 @@ def parse_from(cfg: JobConfig) -> tuple[str, Any]:
     raise JobConfigError(f"job reprocess: reprocess.from must be earliest, timestamp:<ms|ISO> or offsets:<JSON>, got {v!r}")
 
 
-def _progress(spark: Any, done: threading.Event) -> None:
-    """A progress bar over the running Spark stages' tasks, until `done`."""
-    from rich.progress import BarColumn, Progress, TextColumn, TimeElapsedColumn
-
-    tracker = spark.sparkContext.statusTracker()
-    with Progress(TextColumn("reprocessing"), BarColumn(), TextColumn("{task.completed}/{task.total} tasks"),
-                  TimeElapsedColumn(), transient=False) as bar:
-        task = bar.add_task("reprocess", total=None)
-        while not done.wait(0.5):
-            total = completed = 0
-            for sid in tracker.getActiveStageIds():
-                info = tracker.getStageInfo(sid)
-                if info:
-                    total += info.numTasks
-                    completed += info.numCompletedTasks
-            if total:
-                bar.update(task, total=total, completed=completed)
+def strict_offsets(given: Offsets, live: LiveLog) -> Offsets:
+    """Spark's rules for specific starting offsets, checked against the live log; -2 means earliest."""
+    assigned = {(t, p) for t, parts in live.ends.items() for p in parts}
+    named = {(t, p) for t, parts in given.items() for p in parts}
+    fmt = lambda tps: sorted(f"{t}-{p}" for t, p in tps)  # noqa: E731
+    if named - assigned:
+        raise JobConfigError(f"job reprocess: reprocess.from names partitions that do not exist: {fmt(named - assigned)}."
+                             f" The topics have: {fmt(assigned)}")
+    if assigned - named:
+        raise JobConfigError("job reprocess: if reprocess.from contains specific offsets, you must specify all "
+                             f"TopicPartitions. Use -2 for earliest. Missing: {fmt(assigned - named)}")
+    out: Offsets = {}
+    for (t, p) in sorted(named):
+        o, low, high = given[t][p], live.earliest[(t, p)], live.latest[(t, p)]
+        if o == -2:
+            o = low
+        elif o < 0:
+            raise JobConfigError(f"job reprocess: offset {o} for {t}-{p} is not an offset (use -2 for earliest)")
+        elif o > high:
+            raise JobConfigError(f"job reprocess: the start offset {o} for {t}-{p} is greater than the end offset "
+                                 f"{high} of its log")
+        elif o < low:
+            raise JobConfigError(f"job reprocess: the start offset {o} for {t}-{p} is below the log start {low}: "
+                                 "those records are gone")
+        out.setdefault(t, {})[p] = o
+    return out
 
 
 def run(cfg: JobConfig) -> int:
@@ -74,35 +92,35 @@ def run(cfg: JobConfig) -> int:
         raise JobConfigError(f"job reprocess: reprocess.mode must be new-table or replace, got {mode!r}")
     target = table if mode == "replace" else cfg.require("reprocess.target.path")
     kind, value = parse_from(cfg)
-    ends = end_offsets(bootstrap, topics)
+    live = live_log(source_options(cfg))
+    ends = live.ends
     if kind == "offsets":
-        starts = {t: {p: value.get(t, {}).get(p, -2) for p in parts} for t, parts in ends.items()}
+        starts = strict_offsets(value, live)
     else:
         starts = rewind_offsets(bootstrap, topics, timestamp_ms=value)
-    generation = (OffsetManager(target, app_id).generation() or 0) + 1 if mode == "replace" else 0
-    log.info("reprocessing %s from %s to %s into %s (%s)", topics, to_starting_offsets_json(starts),
-             to_starting_offsets_json(ends), target, mode)
+    records = sum(max(0, e - starts[t][p]) for t, parts in ends.items() for p, e in parts.items())
     spark = build_session(cfg, f"pylog reprocess {app_id}")
     df = (spark.read.format("pylog").options(**source_options(cfg))
-          .option("startingOffsets", json.dumps({t: {str(p): o for p, o in ps.items()} for t, ps in starts.items()}))
+          .option("startingOffsets", to_starting_offsets_json(starts))
           .option("endingOffsets", to_starting_offsets_json(ends)).load())
     if kind == "timestamp":
         from pyspark.sql import functions as F
 
         df = df.where(F.col("timestamp") >= F.timestamp_millis(F.lit(value)))
     rows = table_rows(df, cfg.get("value.schema"))
-    done = threading.Event()
-    bar = threading.Thread(target=_progress, args=(spark, done), daemon=True)
-    bar.start()
-    try:
-        writer = (rows.write.format("pylog-delta").mode("overwrite").option("path", target).option("appId", app_id)
-                  .option("generation", str(generation)).option("batchId", "0")
-                  .option("offsets", to_starting_offsets_json(ends)).option("mergeSchema", "true"))
-        if cfg.get("sink.partition.by"):
-            writer = writer.option("partitionBy", cfg.require("sink.partition.by"))
+    partition_by = cfg.list("sink.partition.by")
+    claim = claim_generation(target, app_id, arrow_schema(rows.schema), partition_by)
+    log.info("reprocessing %d records of %s from %s to %s into %s (%s, generation %s, table version %d)", records,
+             ",".join(topics), to_starting_offsets_json(starts), to_starting_offsets_json(ends), target, mode,
+             claim.generation, claim.table_version)
+    writer = (rows.write.format("pylog-delta").mode("overwrite").option("path", target).option("appId", app_id)
+              .option("generation", str(claim.generation)).option("batchId", "0")
+              .option("readVersion", str(claim.table_version))
+              .option("offsets", to_starting_offsets_json(ends)).option("topicIds", json.dumps(live.topic_ids))
+              .option("mergeSchema", "true"))
+    if partition_by:
+        writer = writer.option("partitionBy", ",".join(partition_by))
+    with BatchProgress(spark, "reprocessing", records):
         writer.save()
-    finally:
-        done.set()
-        bar.join(2)
     log.info("rebuilt %s up to offsets %s", target, to_starting_offsets_json(ends))
     return 0

@@ -7,9 +7,12 @@ value.schema (a DDL string; empty keeps raw bytes), sink.partition.by, sink.merg
 group.mirror (a consumer group that mirrors the table's offsets so lag tools see them).
 
 Restarts: the real checkpoint is `<sink.checkpoint.location>/gen-<g>`, where g is the table's
-generation for this app. When that directory is gone (lost checkpoint, or the table was rebuilt by
-`reprocess`), the job starts a new generation from the offsets committed in the table itself.
-SIGTERM stops the query after the batch in flight.
+generation for this app. When that directory is gone (lost checkpoint, the table rebuilt by
+`reprocess`, or another stream took over the app id), the job claims a new generation in the table,
+which fences any older writer of the app, and starts from the offsets committed in the table itself,
+checked against the live topics (a re-created topic is an error with source.fail.on.data.loss=true,
+otherwise read from its start). A fenced stream stops with a message saying so; restart it.
+SIGTERM and SIGINT stop the query after the batch in flight.
 """
 from __future__ import annotations
 
@@ -18,29 +21,50 @@ import logging
 import signal
 import threading
 import time
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from connectors.offset_manager import OffsetManager
+import pyarrow as pa
+
+from connectors.delta_commit import claim_generation
+from connectors.delta_sink import arrow_schema
+from connectors.offset_manager import OffsetManager, live_log, resume_from
+from connectors.offset_txns import to_starting_offsets_json
 from jobs.config import JobConfig
+from jobs.errors import JobFailed, root_cause
 from jobs.rows import source_options, table_rows
 from jobs.spark_session import build_session
 
 log = logging.getLogger("pylog.job.stream_to_delta")
 
 
-def plan_generation(table: str, app_id: str, checkpoint_base: str) -> tuple[int, Path, str | None]:
-    """(generation, checkpoint dir, starting offsets from the table or None)."""
+
+@dataclass(frozen=True)
+class Plan:
+    generation: int
+    checkpoint: Path
+    starting_offsets: str | None   # None: Spark resumes from the checkpoint
+
+
+def plan_generation(cfg: JobConfig, table: str, app_id: str, schema: pa.Schema, partition_by: list[str]) -> Plan:
+    """Resume this app's generation from its checkpoint, or claim a new one and start from the table."""
     om = OffsetManager(table, app_id)
-    current = om.generation()
-    base = Path(checkpoint_base)
+    base = Path(cfg.require("sink.checkpoint.location"))
+    current = om.state().generation
     if current is not None and (base / f"gen-{current}").exists():
-        return current, base / f"gen-{current}", None
-    if current is None:
-        # nothing committed yet for this app: resume a generation-0 checkpoint if one was started
-        return 0, base / "gen-0", None
-    gen = current + 1
-    return gen, base / f"gen-{gen}", om.starting_offsets_json()
+        return Plan(current, base / f"gen-{current}", None)
+    claim = claim_generation(table, app_id, schema, partition_by)
+    gen = claim.generation or 0
+    checkpoint = base / f"gen-{gen}"
+    if checkpoint.exists():   # left by a run that never committed under this generation's claim
+        checkpoint.rename(checkpoint.with_name(f"{checkpoint.name}.abandoned-{int(time.time())}"))
+    if not claim.offsets:
+        return Plan(gen, checkpoint, cfg.get("source.starting.offsets", "earliest"))
+    default = cfg.get("source.starting.offsets", "earliest")
+    starts = resume_from(claim, live_log(source_options(cfg)), new="latest" if default == "latest" else "earliest",
+                         fail_on_data_loss=cfg.bool("source.fail.on.data.loss", True))
+    return Plan(gen, checkpoint, to_starting_offsets_json(starts))
 
 
 class _ProgressLogger:
@@ -76,20 +100,23 @@ def run(cfg: JobConfig) -> int:
     app_id = cfg.get("sink.app.id", cfg.name)
     trigger = cfg.trigger()
     options = source_options(cfg)
-    gen, checkpoint, table_offsets = plan_generation(table, app_id, cfg.require("sink.checkpoint.location"))
-    starting = table_offsets or cfg.get("source.starting.offsets", "earliest")
-    log.info("app %s generation %d, checkpoint %s, starting offsets %s", app_id, gen, checkpoint,
-             "from the checkpoint" if checkpoint.exists() else starting)
+    partition_by = cfg.list("sink.partition.by")
     spark = build_session(cfg, f"pylog stream_to_delta {app_id}")
-    reader = spark.readStream.format("pylog").options(**options).option("startingOffsets", starting)
+    schema = table_rows(spark.readStream.format("pylog").options(**options).load(), cfg.get("value.schema")).schema
+    plan = plan_generation(cfg, table, app_id, arrow_schema(schema), partition_by)
+    log.info("app %s generation %d, checkpoint %s, starting offsets %s", app_id, plan.generation, plan.checkpoint,
+             plan.starting_offsets or "from the checkpoint")
+    reader = spark.readStream.format("pylog").options(**options)
+    if plan.starting_offsets:
+        reader = reader.option("startingOffsets", plan.starting_offsets)
     if cfg.get("source.max.offsets.per.trigger"):
         reader = reader.option("maxOffsetsPerTrigger", cfg.require("source.max.offsets.per.trigger"))
     rows = table_rows(reader.load(), cfg.get("value.schema"))
     writer = (rows.writeStream.format("pylog-delta").option("path", table).option("appId", app_id)
-              .option("generation", str(gen)).option("checkpointLocation", str(checkpoint))
+              .option("generation", str(plan.generation)).option("checkpointLocation", str(plan.checkpoint))
               .option("mergeSchema", cfg.get("sink.merge.schema", "false")))
-    if cfg.get("sink.partition.by"):
-        writer = writer.option("partitionBy", cfg.require("sink.partition.by"))
+    if partition_by:
+        writer = writer.option("partitionBy", ",".join(partition_by))
     query = writer.trigger(**trigger).start()
     return _supervise(query, _ProgressLogger(OffsetManager(table, app_id), cfg.require("source.bootstrap.servers"),
                                              cfg.get("group.mirror")))
@@ -97,7 +124,8 @@ def run(cfg: JobConfig) -> int:
 
 def _supervise(query: Any, on_progress: _ProgressLogger) -> int:
     stop = threading.Event()
-    signal.signal(signal.SIGTERM, lambda *_: stop.set())
+    for sig in (signal.SIGTERM, signal.SIGINT):
+        signal.signal(sig, lambda signum, _frame: stop.set())
     seen = -1
     while query.isActive:
         query.awaitTermination(0.5)
@@ -106,7 +134,7 @@ def _supervise(query: Any, on_progress: _ProgressLogger) -> int:
                 seen = p.batchId
                 on_progress(p)
         if stop.is_set():
-            log.info("SIGTERM: stopping after the batch in flight")
+            log.info("stopping after the batch in flight (signal received)")
             while query.isActive and query.status.get("isTriggerActive"):
                 time.sleep(0.2)
             query.stop()
@@ -116,6 +144,5 @@ def _supervise(query: Any, on_progress: _ProgressLogger) -> int:
             on_progress(p)
     exc = query.exception()
     if exc is not None:
-        log.error("query failed: %s", exc)
-        return 1
+        raise JobFailed(root_cause(exc))
     return 0

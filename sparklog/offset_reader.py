@@ -12,7 +12,8 @@ import re
 import time
 from typing import Callable, Iterable, Optional, TypeVar
 
-from confluent_kafka import Consumer, KafkaException, TopicPartition as KTP
+from confluent_kafka import Consumer, KafkaException, TopicCollection, TopicPartition as KTP
+from confluent_kafka.admin import AdminClient
 
 from sparklog import offsets as off
 from sparklog.options import OptionError, ReadOptions
@@ -20,6 +21,7 @@ from sparklog.options import OptionError, ReadOptions
 log = logging.getLogger(__name__)
 
 T = TypeVar("T")
+NO_TOPIC_ID = "AAAAAAAAAAAAAAAAAAAAAA"   # the all-zero Uuid: a broker that does not know topic ids
 
 
 def client_error(e: KafkaException, params: dict[str, str]) -> Exception:
@@ -37,6 +39,7 @@ class OffsetReader:
     def __init__(self, opts: ReadOptions) -> None:
         self._opts = opts
         self._consumer: Optional[Consumer] = None
+        self._admin: Optional[AdminClient] = None
 
     # --- plumbing ---------------------------------------------------------------------------------
 
@@ -56,6 +59,7 @@ class OffsetReader:
         return self._consumer
 
     def close(self) -> None:
+        self._admin = None   # AdminClient has no close(); dropping it stops its threads
         if self._consumer is not None:
             try:
                 self._consumer.close()
@@ -101,6 +105,25 @@ class OffsetReader:
                 continue
             out.extend((name, p) for p in tmeta.partitions)
         return sorted(out)
+
+    def topic_ids(self, topics: Iterable[str]) -> off.TopicIds:
+        """Kafka topic ids (KIP-516) of `topics`; a topic whose id the broker does not tell is left out."""
+        names = sorted(set(topics))
+        if not names:
+            return {}
+        if self._admin is None:
+            self._admin = AdminClient({**self._opts.kafka_params, "bootstrap.servers": self._opts.bootstrap_servers})
+        out: off.TopicIds = {}
+        futures = self._admin.describe_topics(TopicCollection(names), request_timeout=self._timeout_s())
+        for name, fut in futures.items():
+            try:
+                tid = str(fut.result().topic_id)
+            except KafkaException as e:   # unknown topic, or a broker without DescribeTopics support
+                log.debug("pylog: no topic id for %s: %s", name, e)
+                continue
+            if tid and tid != NO_TOPIC_ID:
+                out[name] = tid
+        return out
 
     # --- offsets ----------------------------------------------------------------------------------
 

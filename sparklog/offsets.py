@@ -17,6 +17,11 @@ LATEST = -1
 
 TopicPartition = tuple[str, int]
 PartitionOffsets = dict[TopicPartition, int]
+TopicIds = dict[str, str]   # topic name -> Kafka topic id (KIP-516), base64 as Kafka prints it
+
+# The streaming offset may carry the topic ids it was taken from under this key, so a re-created
+# topic is told apart from the old one after a restart. ':' never occurs in a Kafka topic name.
+TOPIC_IDS_KEY = "pylog:topicIds"
 
 _OFFSETS_EXAMPLE = '{"topicA":{"0":23,"1":-1},"topicB":{"0":-2}}'
 _PARTITIONS_EXAMPLE = '{"topicA":[0,1],"topicB":[2,4]}'
@@ -118,17 +123,30 @@ def parse_partitions(text: str) -> list[TopicPartition]:
     return out
 
 
-def to_offset_dict(offsets: Mapping[TopicPartition, int]) -> dict[str, dict[str, int]]:
-    """Partition offsets → the streaming offset, `{"topic": {"0": 23}}`, topics and partitions sorted."""
-    out: dict[str, dict[str, int]] = {}
+def to_offset_dict(offsets: Mapping[TopicPartition, int], topic_ids: Mapping[str, str] | None = None) -> dict:
+    """Partition offsets → the streaming offset, `{"topic": {"0": 23}}`, topics and partitions sorted.
+
+    With `topic_ids`, the ids of the topics present are added under TOPIC_IDS_KEY.
+    """
+    out: dict = {}
     for (topic, partition), off in sorted(offsets.items()):
         out.setdefault(topic, {})[str(partition)] = int(off)
+    ids = {t: topic_ids[t] for t in sorted(out) if topic_ids and topic_ids.get(t)}
+    if ids:
+        out[TOPIC_IDS_KEY] = ids
     return out
 
 
 def from_offset_dict(data: Mapping[str, Mapping[str, int]]) -> PartitionOffsets:
-    """The streaming offset `{"topic": {"0": 23}}` → {("topic", 0): 23}."""
-    return {(topic, int(p)): int(off) for topic, parts in data.items() for p, off in parts.items()}
+    """The streaming offset `{"topic": {"0": 23}}` → {("topic", 0): 23} (topic ids left out)."""
+    return {(topic, int(p)): int(off) for topic, parts in data.items() if topic != TOPIC_IDS_KEY
+            for p, off in parts.items()}
+
+
+def topic_ids_of(data: Mapping[str, object]) -> TopicIds:
+    """The topic ids a streaming offset carries ({} when it has none, e.g. one written by Spark's Kafka source)."""
+    ids = data.get(TOPIC_IDS_KEY)
+    return {str(t): str(i) for t, i in ids.items()} if isinstance(ids, dict) else {}
 
 
 def to_json(offsets: Mapping[TopicPartition, int]) -> str:

@@ -26,6 +26,7 @@ from pyspark.sql.streaming.datasource import (
 
 from sparklog import offsets as off
 from sparklog.errors import report_data_loss
+from sparklog.log_changes import LogChange, find_changes, resume_offsets
 from sparklog.offset_reader import OffsetReader
 from sparklog.options import ReadOptions
 from sparklog.partition_reader import ReaderSettings, read_range
@@ -44,6 +45,7 @@ class PylogStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
         self._target: Optional[off.PartitionOffsets] = None      # Trigger.AvailableNow end
         self._latest: Optional[off.PartitionOffsets] = None      # last seen, for reportLatestOffset
         self._last_trigger_ms = 0.0
+        self._reported: set[tuple[off.TopicPartition, int]] = set()   # each change reported once
 
     # Kafka clients live in the driver's long-lived Python process only; executors get a clean copy.
     def __getstate__(self) -> dict[str, Any]:
@@ -61,13 +63,23 @@ class PylogStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
     def _report(self, message: str) -> None:
         report_data_loss(message, self.opts.fail_on_data_loss, log)
 
+    def _report_changes(self, changes: list[LogChange]) -> None:
+        for c in changes:
+            key = (c.tp, c.stored)
+            if key not in self._reported:
+                self._report(c.describe())
+                self._reported.add(key)
+
+    def _topic_ids(self, tps: Any) -> off.TopicIds:
+        return self.kafka.topic_ids({tp[0] for tp in tps})
+
     # --- offsets ---------------------------------------------------------------------------------
 
     def initialOffset(self) -> dict:
         tps = self.kafka.partitions()
         start = self.kafka.resolve(self.opts.starting, tps, is_start=True, report_data_loss=self._report)
         log.info("pylog stream: initial offsets %s", off.to_json(start))
-        return off.to_offset_dict(start)
+        return off.to_offset_dict(start, self._topic_ids(start))
 
     def getDefaultReadLimit(self) -> ReadLimit:
         if self.opts.max_offsets_per_trigger is not None:
@@ -91,24 +103,35 @@ class PylogStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
         self._last_trigger_ms = now
         return False
 
-    def latestOffset(self, start: dict, limit: ReadLimit) -> dict:
+    def _resume_points(self, start: dict, latest: off.PartitionOffsets, ids: off.TopicIds) -> off.PartitionOffsets:
+        """Where each partition of `start` goes on: its offset, or the new log's start when the log changed
+        (re-created topic, offset beyond the end, aged out); reported once each, as failOnDataLoss says."""
         begin = off.from_offset_dict(start)
+        watched = [tp for tp in begin if tp in latest]
+        changes = find_changes(begin, off.topic_ids_of(start), ids, self.kafka.earliest(watched) if watched else {},
+                               latest)
+        self._report_changes(changes)
+        return resume_offsets(begin, changes)
+
+    def latestOffset(self, start: dict, limit: ReadLimit) -> dict:
         # Spark plans batch N+1 only after batch N committed, so `start` is durable progress.
-        self._mirror(begin)
+        self._mirror(off.from_offset_dict(start))
         latest = dict(self._target) if self._target is not None else self.kafka.latest(self.kafka.partitions())
+        ids = self._topic_ids(latest)
         self._latest = latest
+        begin = self._resume_points(start, latest, ids)
         if isinstance(limit, ReadAllAvailable):
-            return off.to_offset_dict(latest)
+            return off.to_offset_dict(latest, ids)
         min_rows = limit.min_rows if isinstance(limit, ReadMinRows) else self.opts.min_offsets_per_trigger
         if min_rows is not None and self._target is None and self._delay(min_rows, begin, latest):
             log.debug("pylog stream: delaying batch, fewer than %d new records", min_rows)
             return start
         max_rows = limit.max_rows if isinstance(limit, ReadMaxRows) else self.opts.max_offsets_per_trigger
         if max_rows is None:
-            return off.to_offset_dict(latest)
+            return off.to_offset_dict(latest, ids)
         new_tps = [tp for tp in latest if tp not in begin]
         new_start = self.kafka.earliest(new_tps) if new_tps else {}
-        return off.to_offset_dict(rate_limit(max_rows, begin, latest, new_start))
+        return off.to_offset_dict(rate_limit(max_rows, begin, latest, new_start), ids)
 
     def reportLatestOffset(self) -> Optional[dict]:
         if self._latest is None:   # e.g. a batch re-run from the offset log after a restart
@@ -124,6 +147,15 @@ class PylogStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
     def partitions(self, start: dict, end: dict) -> Sequence[InputPartition]:
         begin = off.from_offset_dict(start)
         until = off.from_offset_dict(end)
+        # A changed log (its topic id differs, or the end is below the start) is read from its new start.
+        old_ids, new_ids = off.topic_ids_of(start), off.topic_ids_of(end)
+        changed = [tp for tp in begin if tp in until and (until[tp] < begin[tp] or (
+            old_ids.get(tp[0]) and new_ids.get(tp[0]) and old_ids[tp[0]] != new_ids[tp[0]]))]
+        if changed:
+            earliest = self.kafka.earliest(changed)
+            self._report_changes(find_changes({tp: begin[tp] for tp in changed}, old_ids, new_ids, earliest,
+                                              {tp: max(until[tp], earliest[tp]) for tp in changed}))
+            begin.update({tp: min(earliest[tp], until[tp]) for tp in changed})
         new_tps = sorted(tp for tp in until if tp not in begin)
         new_start = self.kafka.earliest(new_tps) if new_tps else {}
         for tp, o in new_start.items():
@@ -136,10 +168,6 @@ class PylogStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
         for tp in sorted(until):
             frm = begin.get(tp, new_start.get(tp))
             if frm is None:
-                continue
-            if until[tp] < frm:
-                self._report(f"Partition {off.format_tp(tp)}'s offset was changed from {frm} to {until[tp]}, "
-                             "some data may have been missed")
                 continue
             ranges.append(OffsetRange(tp[0], tp[1], frm, until[tp]))
         return [RangePartition(r) for r in

@@ -1,25 +1,45 @@
-"""`pylog job NAME [--config FILE] [--set key=value ...]`: run a job from jobs/ with conf/jobs/NAME.properties."""
+"""`pylog job NAME [--config FILE] [--set key=value ...]`: run a job from jobs/ with conf/jobs/NAME.properties.
+
+`pylog job NAME --help` lists that job's settings with defaults and meaning (jobs.settings). A job
+that fails ends with one line naming the root cause (jobs.errors.root_cause), never a stack trace.
+"""
 from __future__ import annotations
 
 import argparse
 import importlib
+import logging
 import os
 
 from broker.tools.cli import CliError
 from jobs import JOBS
+from jobs.settings import JOB_SETTINGS, describe
+
+_SUMMARIES = {
+    "stream_to_delta": "topics -> Delta, exactly once, as a Spark stream (catch up, or run continuously)",
+    "batch_load": "a cron-able incremental load: everything new since the last run, in one Delta commit",
+    "reprocess": "rebuild a table from rewound offsets (earliest, a timestamp or given offsets)",
+}
 
 
 def register(sub: argparse._SubParsersAction) -> None:
     p = sub.add_parser("job", help="run a Spark job (stream_to_delta, batch_load, reprocess)",
-                       description="Run a job from jobs/, configured by conf/jobs/NAME.properties and --set overrides.")
-    p.add_argument("name", choices=JOBS, help="the job to run")
-    p.add_argument("--config", default=None, help="properties file (default conf/jobs/NAME.properties)")
-    p.add_argument("--set", action="append", default=[], metavar="KEY=VALUE", help="override a setting (repeatable)")
-    p.set_defaults(func=run)
+                       description="Run a job from jobs/, configured by conf/jobs/NAME.properties and --set "
+                                   "overrides. `pylog job NAME --help` lists the job's settings.")
+    jobs = p.add_subparsers(dest="name", metavar="NAME", required=True)
+    for name in JOBS:
+        j = jobs.add_parser(name, help=_SUMMARIES[name], description=_SUMMARIES[name],
+                            formatter_class=argparse.RawDescriptionHelpFormatter,
+                            epilog=f"settings (conf/jobs/{name}.properties, or --set key=value):\n"
+                                   + describe(JOB_SETTINGS[name]))
+        j.add_argument("--config", default=None, help=f"properties file (default conf/jobs/{name}.properties)")
+        j.add_argument("--set", action="append", default=[], metavar="KEY=VALUE",
+                       help="override a setting (repeatable)")
+        j.set_defaults(func=run)
 
 
 def run(args: argparse.Namespace) -> int:
     from jobs.config import JobConfig, JobConfigError
+    from jobs.errors import JobFailed, root_cause
 
     os.environ.setdefault("PYLOG_JOB_PGID", str(os.getpgid(0)))  # lets crash tests kill the whole job
 
@@ -27,10 +47,10 @@ def run(args: argparse.Namespace) -> int:
         cfg = JobConfig.load(args.name, args.config, args.set)
         module = importlib.import_module(f"jobs.{args.name}")
         return int(module.run(cfg))
-    except JobConfigError as e:
-        raise CliError(str(e)) from None
-    except Exception as e:  # Spark/Py4J errors: one readable line instead of a JVM stack trace
-        if type(e).__module__.startswith(("pyspark", "py4j")):
-            lines = [ln.strip() for ln in str(e).splitlines() if ln.strip() and not ln.strip().startswith("at ")]
-            raise CliError(f"job {args.name} failed: {' '.join(lines[:3])[:1000]}") from None
+    except (JobConfigError, JobFailed) as e:
+        raise CliError(f"job {args.name} failed: {e}" if isinstance(e, JobFailed) else str(e)) from None
+    except KeyboardInterrupt:
         raise
+    except Exception as e:  # Spark, Py4J, Delta and Kafka errors: one line naming the root cause
+        logging.getLogger("pylog.job").debug("job %s failed", args.name, exc_info=True)   # --log-level DEBUG
+        raise CliError(f"job {args.name} failed: {root_cause(e)}") from None

@@ -7,7 +7,16 @@ import pyarrow as pa
 import pytest
 from deltalake import DeltaTable
 
-from connectors.delta_commit import BatchCommit, SchemaMismatchError, commit_batch, committed_offsets
+from connectors.delta_commit import (
+    BatchCommit,
+    CommitConflictError,
+    FencedError,
+    SchemaMismatchError,
+    app_state,
+    claim_generation,
+    commit_batch,
+    committed_offsets,
+)
 from connectors.delta_log_reader import list_app_transactions
 from connectors.offset_manager import OffsetManager
 from connectors.parquet_files import write_files
@@ -38,15 +47,62 @@ def test_a_replayed_batch_is_skipped_and_its_files_removed(tmp_path):
     assert committed_offsets(table, "app") == {"t": {0: 10}}
 
 
-def test_a_new_generation_replaying_committed_offsets_is_skipped(tmp_path):
+def test_a_batch_below_the_stored_offsets_is_written_not_taken_for_a_replay(tmp_path):
+    # a re-created topic starts again at offset 0: only the batch identity may call a batch a replay
+    table = str(tmp_path / "t")
+    assert commit_batch(BatchCommit(table, "app", 0, _batch(table, 0, 10), SCHEMA, end_offsets={"t": {0: 10}},
+                                    topic_ids={"t": "old-id"}))
+    assert commit_batch(BatchCommit(table, "app", 1, _batch(table, 0, 4), SCHEMA, end_offsets={"t": {0: 4}},
+                                    topic_ids={"t": "new-id"}))
+    assert _offsets(table) == sorted(list(range(10)) + list(range(4)))
+    state = app_state(table, "app")
+    assert state.offsets == {"t": {0: 4}} and state.topic_ids == {"t": "new-id"} and state.last_batch == 1
+
+
+def test_a_claimed_generation_fences_the_older_writer_and_keeps_its_commits(tmp_path):
     table = str(tmp_path / "t")
     commit_batch(BatchCommit(table, "app", 0, _batch(table, 0, 10), SCHEMA, end_offsets={"t": {0: 10}}))
-    # a lost checkpoint: generation 1 restarts at batch 0 but over the same offsets
-    assert not commit_batch(BatchCommit(table, "app", 0, _batch(table, 0, 10), SCHEMA, generation=1,
-                                        end_offsets={"t": {0: 10}}))
-    assert commit_batch(BatchCommit(table, "app", 0, _batch(table, 10, 15), SCHEMA, generation=1,
-                                    end_offsets={"t": {0: 15}}))
+    claim = claim_generation(table, "app", SCHEMA)
+    assert claim.generation == 1 and claim.offsets == {"t": {0: 10}}
+    late = _batch(table, 10, 20)
+    with pytest.raises(FencedError, match=r"generation 0 was superseded by generation 1.*batch 1 was not committed"):
+        commit_batch(BatchCommit(table, "app", 1, late, SCHEMA, end_offsets={"t": {0: 20}}))
+    assert not any((tmp_path / "t" / f["path"]).exists() for f in late), "the fenced batch's files are removed"
+    assert _offsets(table) == list(range(10))
+    assert commit_batch(BatchCommit(table, "app", 0, _batch(table, 10, 20), SCHEMA, generation=1,
+                                    end_offsets={"t": {0: 20}}))
+    assert _offsets(table) == list(range(20))
+
+
+def test_an_overwrite_never_removes_a_commit_it_did_not_read(tmp_path):
+    table = str(tmp_path / "t")
+    commit_batch(BatchCommit(table, "stream", 0, _batch(table, 0, 10), SCHEMA, end_offsets={"t": {0: 10}}))
+    read = claim_generation(table, "rebuild", SCHEMA).table_version
+    commit_batch(BatchCommit(table, "stream", 1, _batch(table, 10, 15), SCHEMA, end_offsets={"t": {0: 15}}))
+    with pytest.raises(CommitConflictError, match=rf"read version {read}.*by stream.*Nothing was replaced"):
+        commit_batch(BatchCommit(table, "rebuild", 0, _batch(table, 0, 3), SCHEMA, mode="overwrite",
+                                 read_version=read))
     assert _offsets(table) == list(range(15))
+
+
+def test_appends_of_different_apps_racing_all_land(tmp_path):
+    table = str(tmp_path / "t")
+    commit_batch(BatchCommit(table, "a0", 0, _batch(table, 0, 1), SCHEMA))
+    results: list[object] = []
+    start = threading.Barrier(4)
+
+    def writer(i: int) -> None:
+        files = _batch(table, 10 * (i + 1), 10 * (i + 1) + 5)
+        start.wait()
+        results.append(commit_batch(BatchCommit(table, f"app{i}", 0, files, SCHEMA)))
+
+    threads = [threading.Thread(target=writer, args=(i,)) for i in range(4)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert results == [True] * 4
+    assert len(_offsets(table)) == 1 + 4 * 5
 
 
 def test_two_writers_with_the_same_app_id_race_and_one_wins(tmp_path):

@@ -1,0 +1,29 @@
+"""Errors of the Delta connectors: one base that names the table (and the version where it matters).
+
+Owns the wording users see when a commit cannot be made. Never decides anything.
+"""
+from __future__ import annotations
+
+
+class DeltaSinkError(RuntimeError):
+    """A Delta commit of the sink could not be made; the message names the table and version."""
+
+    def __init__(self, table: str, message: str, version: int | None = None) -> None:
+        where = f"Delta table {table}" + (f" (version {version})" if version is not None else "")
+        super().__init__(f"{where}: {message}")
+        self.table = table
+        self.version = version
+
+
+class SchemaMismatchError(DeltaSinkError, ValueError):
+    """The batch's columns cannot be appended to the table as it is."""
+
+
+class FencedError(DeltaSinkError):
+    """A newer generation of the same app id owns the table (a reprocess replace, or another stream
+    started with the same app id): this writer must stop. Nothing it wrote is committed."""
+
+
+class CommitConflictError(DeltaSinkError):
+    """Another writer committed since this writer read the table, and this commit would undo it
+    (an overwrite), or retries ran out. Nothing was committed."""

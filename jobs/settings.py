@@ -1,0 +1,102 @@
+"""The settings each job takes: name, default and meaning, in one place.
+
+`pylog job NAME --help` prints them, the job's config check warns about keys none of them names
+(a typo would otherwise be ignored silently), and conf/jobs/*.properties follow them. Prefix
+settings (ending in '*') pass the rest of the key through: `source.kafka.*` to the Kafka client,
+`spark.*` to the SparkSession.
+"""
+from __future__ import annotations
+
+import difflib
+from dataclasses import dataclass
+from typing import Iterable, Optional
+
+
+@dataclass(frozen=True)
+class Setting:
+    key: str
+    default: Optional[str]     # None: no default (required, or off when unset)
+    meaning: str
+    required: bool = False
+
+    def matches(self, key: str) -> bool:
+        return key.startswith(self.key[:-1]) if self.key.endswith("*") else key == self.key
+
+
+SOURCE = (
+    Setting("source.bootstrap.servers", None, "Kafka-protocol brokers to read from, host:port[,host:port]", True),
+    Setting("source.topics", None, "comma-separated topics to read", True),
+    Setting("source.fail.on.data.loss", "true", "true: stop with an error naming topic, partition and offsets when "
+            "data is gone or a topic was re-created; false: warn once and read the new log from its start"),
+    Setting("source.kafka.*", None, "passed to the Kafka client without the 'source.' prefix, e.g. "
+            "source.kafka.security.protocol"),
+)
+SINK = (
+    Setting("sink.table.path", None, "the Delta table to write", True),
+    Setting("sink.app.id", "<job name>", "identity of this writer in the table (its offsets and batches)"),
+    Setting("sink.partition.by", None, "comma-separated columns to partition the table by"),
+    Setting("sink.merge.schema", "false", "true: add new value columns to the table as nullable columns"),
+    Setting("value.schema", None, "DDL schema of JSON values, e.g. 'id string, amount double'; empty keeps raw bytes"),
+    Setting("group.mirror", None, "consumer group that mirrors the table's offsets, so lag tools see them"),
+)
+COMMON = (
+    Setting("spark.master", "local[2]", "Spark master URL"),
+    Setting("spark.log.level", "WARN", "log level of Spark's own messages"),
+    Setting("spark.*", None, "any other Spark setting, e.g. spark.executor.memory"),
+)
+
+
+def find(settings: Iterable[Setting], key: str) -> Optional[Setting]:
+    return next((s for s in settings if s.matches(key)), None)
+
+
+def unknown_keys(settings: tuple[Setting, ...], keys: Iterable[str]) -> list[str]:
+    """'key (did you mean ...?)' for every key no setting names."""
+    names = [s.key for s in settings if not s.key.endswith("*")]
+    out = []
+    for k in sorted(keys):
+        if find(settings, k) is None:
+            close = difflib.get_close_matches(k, names, n=1)
+            out.append(f"{k} (did you mean {close[0]}?)" if close else k)
+    return out
+
+
+def describe(settings: tuple[Setting, ...]) -> str:
+    """The settings as an aligned help text."""
+    width = max(len(s.key) for s in settings)
+    lines = []
+    for s in settings:
+        default = "required" if s.required else (f"default {s.default}" if s.default is not None else "optional")
+        lines.append(f"  {s.key:<{width}}  {s.meaning} ({default})")
+    return "\n".join(lines)
+
+
+STREAM_TO_DELTA = SOURCE + SINK + COMMON + (
+    Setting("source.starting.offsets", "earliest", "where to start when the table has no offsets of this app yet: "
+            "earliest | latest | JSON like {\"events\":{\"0\":0}}"),
+    Setting("source.max.offsets.per.trigger", None, "at most this many records per micro-batch"),
+    Setting("sink.checkpoint.location", None, "Spark checkpoint directory (one gen-<g> folder per generation)", True),
+    Setting("trigger", "available-now", "available-now (catch up, then stop) | processing-time=<interval>"),
+)
+
+
+BATCH_LOAD = SOURCE + SINK + COMMON + (
+    Setting("source.starting.offsets", "earliest", "where topics and partitions the table has not seen yet start: "
+            "earliest or latest"),
+)
+
+
+REPROCESS = SOURCE + SINK + COMMON + (
+    Setting("reprocess.from", "earliest", "where to rewind to: earliest | timestamp:<epoch ms or ISO-8601, UTC "
+            "unless it names a zone> | offsets:{\"topic\":{\"0\":100,...}} naming every partition (-2 = earliest)"),
+    Setting("reprocess.mode", "new-table", "new-table: write reprocess.target.path | replace: atomically replace "
+            "sink.table.path (fences a stream writing it)"),
+    Setting("reprocess.target.path", None, "the new table, for reprocess.mode=new-table"),
+)
+
+
+JOB_SETTINGS: dict[str, tuple[Setting, ...]] = {
+    "stream_to_delta": STREAM_TO_DELTA,
+    "batch_load": BATCH_LOAD,
+    "reprocess": REPROCESS,
+}
