@@ -1,0 +1,83 @@
+"""Running `pylog job ...` as real processes in tests, and checking a Delta table against the topic."""
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+from pathlib import Path
+
+from confluent_kafka import Producer
+from deltalake import DeltaTable
+
+from connectors.offset_manager import OffsetManager, end_offsets
+
+REPO = Path(__file__).resolve().parents[2]
+
+
+def produce_events(bootstrap: str, topic: str, start: int, count: int, timestamp_of=None) -> None:
+    p = Producer({"bootstrap.servers": bootstrap, "linger.ms": 5, "enable.idempotence": True})
+    for i in range(start, start + count):
+        kw = {"timestamp": timestamp_of(i)} if timestamp_of else {}
+        p.produce(topic, key=f"k{i}".encode(), value=json.dumps({"event_id": str(i), "user_id": "u", "type": "t",
+                                                                    "amount": None, "ts": i}).encode(), **kw)
+        if i % 1000 == 0:
+            p.poll(0)
+    assert p.flush(30) == 0
+
+
+def run_job(name: str, settings: dict[str, object], env: dict[str, str] | None = None,
+            cwd: Path = REPO) -> subprocess.Popen:
+    cmd = [sys.executable, "-m", "broker", "job", name]
+    for k, v in settings.items():
+        cmd += ["--set", f"{k}={v}"]
+    return subprocess.Popen(cmd, cwd=cwd, env={**os.environ, "PYSPARK_PYTHON": sys.executable, **(env or {})},
+                            stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, start_new_session=True)
+
+
+def finish(proc: subprocess.Popen, timeout: float = 240) -> str:
+    try:
+        out, _ = proc.communicate(timeout=timeout)
+    except subprocess.TimeoutExpired:
+        kill(proc)
+        raise
+    if proc.returncode != 0:
+        lines = [ln for ln in out.splitlines() if not ln.lstrip().startswith("at ")]
+        raise AssertionError(f"job exited with {proc.returncode}:\n" + "\n".join(lines[-80:]))
+    return out
+
+
+def kill(proc: subprocess.Popen) -> None:
+    try:
+        os.killpg(proc.pid, signal.SIGKILL)
+    except ProcessLookupError:
+        pass
+    proc.communicate()
+
+
+def table_versions(path: Path) -> int:
+    log = path / "_delta_log"
+    return len(list(log.glob("*.json"))) if log.exists() else 0
+
+
+def assert_exactly_once(table: Path, app_id: str, bootstrap: str, topic: str, expected: int) -> None:
+    t = DeltaTable(str(table)).to_pyarrow_table(columns=["topic", "partition", "offset"])
+    keys = list(zip(t.column("topic").to_pylist(), t.column("partition").to_pylist(), t.column("offset").to_pylist()))
+    assert len(keys) == len(set(keys)), f"{len(keys) - len(set(keys))} duplicated records"
+    ends = end_offsets(bootstrap, [topic])
+    produced = {(topic, p, o) for p, end in ends[topic].items() for o in range(end)}
+    assert set(keys) == produced, f"missing {len(produced - set(keys))}, unexpected {len(set(keys) - produced)}"
+    assert len(keys) == expected
+    assert OffsetManager(str(table), app_id).committed() == ends
+
+
+
+
+def event_ids(table: Path) -> list[int]:
+    """The `event_id` of every row (a column with value.schema, else inside the raw JSON value)."""
+    dt = DeltaTable(str(table))
+    if "event_id" in dt.schema().to_arrow().names:
+        return sorted(int(v) for v in dt.to_pyarrow_table(columns=["event_id"]).column("event_id").to_pylist())
+    t = dt.to_pyarrow_table(columns=["value"])
+    return sorted(int(json.loads(v)["event_id"]) for v in t.column("value").to_pylist())
