@@ -235,16 +235,3 @@ def claim_generation(path: str, app_id: str, schema: pa.Schema, partition_by: li
             raise CommitConflictError(path, f"app {app_id}: generation {gen} was claimed by another writer at once")
         return state
     raise CommitConflictError(path, f"app {app_id}: could not claim a new generation; other writers kept committing")
-
-
-def next_generation(path: str, app_id: str) -> int:
-    """The generation a writer without a known generation (new or lost checkpoint) must use."""
-    current = current_generation(path, app_id)
-    return 0 if current is None else current + 1
-
-
-def table_info(path: str) -> Mapping[str, Any]:
-    dt = open_table(path)
-    if dt is None:
-        return {"exists": False}
-    return {"exists": True, "version": dt.version(), "files": len(dt.file_uris())}

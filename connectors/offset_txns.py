@@ -86,13 +86,6 @@ def parse_offsets_json(text: str) -> Offsets:
     return {str(t): {int(p): int(o) for p, o in parts.items()} for t, parts in data.items()}
 
 
-def covers(committed: Offsets, end: Offsets) -> bool:
-    """True when every partition of `end` is already committed at or beyond its end offset."""
-    if not end:
-        return False
-    return all(committed.get(t, {}).get(p, -1) >= o for t, parts in end.items() for p, o in parts.items())
-
-
 def topic_ids_to_txns(app_id: str, topic_ids: Mapping[str, str], table_version: int) -> dict[str, int]:
     """{txn app id: version} recording the source topics' ids in the commit that makes `table_version`."""
     return {TOPIC_ID_PREFIX + json.dumps([app_id, t, i], separators=(",", ":")): table_version

@@ -13,6 +13,7 @@ from pathlib import Path
 from typing import Any
 
 from jobs.config import JobConfig
+from jobs.signals import shield_spark_jvm
 
 LOG4J = Path(__file__).resolve().parents[1] / "conf" / "log4j2.properties"
 
@@ -22,6 +23,7 @@ def build_session(cfg: JobConfig, app_name: str) -> Any:  # -> SparkSession (pys
     os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
     os.environ.setdefault("PYSPARK_DRIVER_PYTHON", sys.executable)
     logging.getLogger("py4j").setLevel(logging.WARNING)
+    shield_spark_jvm()
     from pyspark.sql import SparkSession
 
     b = (SparkSession.builder.appName(app_name).master(cfg.get("spark.master", "local[2]"))

@@ -18,8 +18,6 @@ from __future__ import annotations
 
 import json
 import logging
-import signal
-import threading
 import time
 from dataclasses import dataclass
 from pathlib import Path
@@ -34,6 +32,7 @@ from connectors.offset_txns import to_starting_offsets_json
 from jobs.config import JobConfig
 from jobs.errors import JobFailed, root_cause
 from jobs.rows import source_options, table_rows
+from jobs.signals import stop_gracefully_on_signals
 from jobs.spark_session import build_session
 
 log = logging.getLogger("pylog.job.stream_to_delta")
@@ -123,9 +122,7 @@ def run(cfg: JobConfig) -> int:
 
 
 def _supervise(query: Any, on_progress: _ProgressLogger) -> int:
-    stop = threading.Event()
-    for sig in (signal.SIGTERM, signal.SIGINT):
-        signal.signal(sig, lambda signum, _frame: stop.set())
+    stop = stop_gracefully_on_signals()
     seen = -1
     while query.isActive:
         query.awaitTermination(0.5)
@@ -134,7 +131,7 @@ def _supervise(query: Any, on_progress: _ProgressLogger) -> int:
                 seen = p.batchId
                 on_progress(p)
         if stop.is_set():
-            log.info("stopping after the batch in flight (signal received)")
+            log.info("stopping after the batch in flight (signal received; a second one stops at once)")
             while query.isActive and query.status.get("isTriggerActive"):
                 time.sleep(0.2)
             query.stop()

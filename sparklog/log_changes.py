@@ -46,8 +46,9 @@ class LogChange:
             return (f"Partition {where}'s offset was changed from {self.stored} to {self.latest}, some data may "
                     "have been missed (was the topic deleted and re-created?)")
         if self.kind == "aged-out":
-            return (f"Partition {where}: offsets {self.stored} to {self.earliest} are no longer in the log "
-                    f"(it now starts at {self.earliest}), some data may have been missed")
+            return (f"Cannot fetch offset {self.stored} (TopicPartition: {where}): the log now starts at offset "
+                    f"{self.earliest}; offsets {self.stored} to {self.earliest} are gone, some data may have been "
+                    "missed")
         return f"Partition {where} is gone (read up to offset {self.stored}): the topic or partition was deleted"
 
 

@@ -131,8 +131,44 @@ def parse_duration_ms(name: str, value: str) -> int:
     return int(int(m.group(1)) * _TIME_UNITS_MS.get(m.group(2) or "ms", 1))
 
 
+_JAAS = re.compile(r"^\s*(?P<module>[\w.$]+)\s+(?P<flag>required|requisite|sufficient|optional)(?P<opts>.*?);?\s*$",
+                   re.DOTALL)
+_JAAS_OPTION = re.compile(r'(\w+)\s*=\s*(?:"((?:[^"\\]|\\.)*)"|(\S+?))(?=\s|;|$)')
+_JAAS_MODULES = {
+    "org.apache.kafka.common.security.plain.PlainLoginModule": "PLAIN",
+    "org.apache.kafka.common.security.scram.ScramLoginModule": "SCRAM",
+}
+
+
+def jaas_to_sasl(jaas: str, mechanism: str | None) -> dict[str, str]:
+    """`sasl.jaas.config` (a Java JAAS line) → librdkafka's sasl.username / sasl.password.
+
+    PLAIN and SCRAM login modules translate; any other module (Kerberos, OAuth) is an OptionError
+    that says which librdkafka settings to use instead.
+    """
+    m = _JAAS.match(jaas)
+    kind = _JAAS_MODULES.get(m.group("module")) if m else None
+    if kind is None:
+        raise OptionError("Kafka option 'kafka.sasl.jaas.config' is a Java JAAS setting; only PlainLoginModule and "
+                          "ScramLoginModule with username and password translate to the Kafka client used here. "
+                          "For GSSAPI or OAUTHBEARER set the librdkafka options instead (e.g. "
+                          "kafka.sasl.kerberos.service.name, kafka.sasl.oauthbearer.method)")
+    opts = {k: (quoted if quoted is not None else bare).replace('\\"', '"')
+            for k, quoted, bare in _JAAS_OPTION.findall(m.group("opts"))}
+    if "username" not in opts or "password" not in opts:
+        raise OptionError("Kafka option 'kafka.sasl.jaas.config' must give username=\"...\" and password=\"...\"")
+    if kind == "SCRAM" and (mechanism or "").upper() not in ("SCRAM-SHA-256", "SCRAM-SHA-512"):
+        raise OptionError("Kafka option 'kafka.sasl.jaas.config' uses ScramLoginModule: set kafka.sasl.mechanism to "
+                          "SCRAM-SHA-256 or SCRAM-SHA-512")
+    out = {"sasl.username": opts["username"], "sasl.password": opts["password"]}
+    if mechanism is None:
+        out["sasl.mechanism"] = "PLAIN"
+    return out
+
+
 def kafka_params(opts: Mapping[str, str]) -> dict[str, str]:
-    """The `kafka.*` options with the prefix removed, minus Java-only settings (ignored with a warning)."""
+    """The `kafka.*` options with the prefix removed, minus Java-only settings (ignored with a warning);
+    a JAAS `sasl.jaas.config` becomes librdkafka's SASL settings."""
     out: dict[str, str] = {}
     for k, v in opts.items():
         if k.startswith("kafka."):
@@ -141,6 +177,8 @@ def kafka_params(opts: Mapping[str, str]) -> dict[str, str]:
                 log.warning("Kafka option 'kafka.%s' has no librdkafka equivalent and is ignored", name)
                 continue
             out[name] = v
+    if "sasl.jaas.config" in out:
+        out.update(jaas_to_sasl(out.pop("sasl.jaas.config"), out.get("sasl.mechanism")))
     return out
 
 

@@ -30,6 +30,21 @@ def build_config(args: argparse.Namespace):  # -> BrokerConfig
     return BrokerConfig.load(args.config, overrides)
 
 
+def warn_if_exposed(host: str) -> None:
+    """The broker has no authentication: say so when it listens beyond loopback."""
+    import ipaddress
+    import logging
+
+    try:
+        loopback = host == "localhost" or ipaddress.ip_address(host).is_loopback
+    except ValueError:
+        loopback = False
+    if not loopback:
+        logging.getLogger("pylog.broker").warning(
+            "listening on %s, beyond loopback: pylog has no authentication or TLS yet, so anyone who can reach "
+            "this port can read, write and delete topics. Use a firewall or a private network.", host)
+
+
 def run(args: argparse.Namespace) -> int:
     # imported here so that client commands do not pay for the server's imports
     from broker.errors import InvalidConfigError
@@ -39,6 +54,7 @@ def run(args: argparse.Namespace) -> int:
         config = build_config(args)
     except InvalidConfigError as e:
         raise CliError(str(e)) from None
+    warn_if_exposed(str(config["host.name"]))
     if config["zookeeper.connect"]:
         raise CliError("zookeeper.connect is set, but cluster mode is not available yet; unset it to run the embedded broker")
     try:

@@ -40,13 +40,20 @@ def register(sub: argparse._SubParsersAction) -> None:
 def run(args: argparse.Namespace) -> int:
     from jobs.config import JobConfig, JobConfigError
     from jobs.errors import JobFailed, root_cause
+    from jobs.signals import JobInterrupted, interrupt_on_signals
 
     os.environ.setdefault("PYLOG_JOB_PGID", str(os.getpgid(0)))  # lets crash tests kill the whole job
 
+    interrupt_on_signals()
     try:
         cfg = JobConfig.load(args.name, args.config, args.set)
         module = importlib.import_module(f"jobs.{args.name}")
         return int(module.run(cfg))
+    except JobInterrupted as e:
+        logging.getLogger("py4j").setLevel(logging.CRITICAL)   # the driver's connections die with it
+        logging.getLogger("pylog.job").warning(
+            "job %s stopped by %s: nothing partial was committed; the next run picks up from the table", args.name, e)
+        return 128 + e.signum
     except (JobConfigError, JobFailed) as e:
         raise CliError(f"job {args.name} failed: {e}" if isinstance(e, JobFailed) else str(e)) from None
     except KeyboardInterrupt:

@@ -9,6 +9,8 @@ import pytest
 from confluent_kafka import Consumer, TopicPartition
 from confluent_kafka.admin import AdminClient, NewPartitions
 
+from sparklog.offsets import TOPIC_IDS_KEY
+
 from tests.e2e.conftest import produce_records, read_pylog
 from tests.support.clients import create_topic
 
@@ -40,8 +42,11 @@ def offsets_read(spark, out: Path) -> list[tuple[int, int]]:
 
 
 def checkpoint_offsets(checkpoint: Path, batch_id: int) -> dict:
-    """The source's end offsets Spark recorded for a batch: the last line of offsets/<batchId>."""
-    return json.loads((checkpoint / "offsets" / str(batch_id)).read_text().splitlines()[-1])
+    """The source's end offsets Spark recorded for a batch (the last line of offsets/<batchId>), topic ids apart."""
+    recorded = json.loads((checkpoint / "offsets" / str(batch_id)).read_text().splitlines()[-1])
+    ids = recorded.pop(TOPIC_IDS_KEY)
+    assert set(ids) == set(recorded), "the offsets carry the id of every topic they name"
+    return recorded
 
 
 def test_available_now_honours_max_offsets_per_trigger(spark, shared_broker, topic_name, tmp_path):

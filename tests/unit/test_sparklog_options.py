@@ -70,3 +70,28 @@ def test_write_options():
         parse_write_options({"kafka.bootstrap.servers": "h:1", "kafka.value.serializer": "x"})
     with pytest.raises(OptionError, match="must be specified for configuring Kafka producer"):
         parse_write_options({"topic": "t"})
+
+
+def test_a_plain_jaas_config_becomes_librdkafka_sasl_settings():
+    from sparklog.options import kafka_params
+
+    params = kafka_params({"kafka.bootstrap.servers": "b:1", "kafka.security.protocol": "SASL_SSL",
+                           "kafka.sasl.jaas.config": 'org.apache.kafka.common.security.plain.PlainLoginModule '
+                                                     'required username="alice" password="s3 \\"cret\\"";'})
+    assert params["sasl.username"] == "alice" and params["sasl.password"] == 's3 "cret"'
+    assert params["sasl.mechanism"] == "PLAIN" and "sasl.jaas.config" not in params
+
+
+def test_jaas_configs_that_cannot_translate_are_rejected_with_what_to_do():
+    import pytest
+
+    from sparklog.options import OptionError, kafka_params
+
+    with pytest.raises(OptionError, match="GSSAPI or OAUTHBEARER"):
+        kafka_params({"kafka.sasl.jaas.config": "com.sun.security.auth.module.Krb5LoginModule required useKeyTab=true;"})
+    with pytest.raises(OptionError, match="SCRAM-SHA-256 or SCRAM-SHA-512"):
+        kafka_params({"kafka.sasl.jaas.config": 'org.apache.kafka.common.security.scram.ScramLoginModule required '
+                                                'username="a" password="b";'})
+    scram = kafka_params({"kafka.sasl.mechanism": "SCRAM-SHA-512", "kafka.sasl.jaas.config":
+                          'org.apache.kafka.common.security.scram.ScramLoginModule required username="a" password="b";'})
+    assert (scram["sasl.username"], scram["sasl.password"], scram["sasl.mechanism"]) == ("a", "b", "SCRAM-SHA-512")
