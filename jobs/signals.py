@@ -8,46 +8,82 @@ partial committed (every job commits once per batch to Delta). The JVM exits whe
 """
 from __future__ import annotations
 
+import contextlib
 import signal
 import subprocess
 import threading
 from types import FrameType
-from typing import Any, Callable, Optional
+from typing import Any, Callable, Iterator, Optional
 
 STOP_SIGNALS = (signal.SIGTERM, signal.SIGINT)
 
 
 class JobInterrupted(BaseException):
-    """A stop signal arrived while the job could not stop gracefully (BaseException, like KeyboardInterrupt,
-    so that no `except Exception` in library code swallows it)."""
+    """A stop signal arrived before Spark was running (BaseException, like KeyboardInterrupt, so that no
+    `except Exception` in library code swallows it)."""
 
     def __init__(self, signum: int) -> None:
         super().__init__(signal.Signals(signum).name)
         self.signum = signum
 
 
-def _raise(signum: int, _frame: Optional[FrameType]) -> None:
-    raise JobInterrupted(signum)
+class JobStopper:
+    """What SIGINT and SIGTERM do to a job, in one place.
+
+    Before Spark runs, a signal raises JobInterrupted. Once a session is attached, a signal never
+    raises inside a Py4J call (that breaks the connection and prints pages of errors): it records the
+    signal and cancels the running Spark jobs from another thread, so the blocking call fails on its
+    own and the job ends with one line. With `graceful` (a stream), the first signal only sets
+    `requested`, so the stream can stop after the batch in flight; a second one cancels.
+    """
+
+    def __init__(self) -> None:
+        self.signum: Optional[int] = None
+        self.requested = threading.Event()
+        self.graceful = False
+        self._spark: Any = None
+
+    def install(self) -> None:
+        for sig in STOP_SIGNALS:
+            signal.signal(sig, self._on_signal)
+
+    @contextlib.contextmanager
+    def starting_spark(self) -> Iterator[None]:
+        """Hold SIGINT/SIGTERM while the session starts (SparkContext installs a SIGINT handler that makes
+        re-entrant Py4J calls); a signal that came meanwhile is handled right after, as JobInterrupted."""
+        signal.pthread_sigmask(signal.SIG_BLOCK, STOP_SIGNALS)
+        try:
+            yield
+        finally:
+            self.install()
+            signal.pthread_sigmask(signal.SIG_UNBLOCK, STOP_SIGNALS)   # a held signal is delivered here
+
+    def attach(self, spark: Any) -> None:
+        """From now on signals cancel this session's Spark jobs instead of raising."""
+        self._spark = spark
+
+    @property
+    def signal_name(self) -> str:
+        return signal.Signals(self.signum).name if self.signum else "a signal"
+
+    def _on_signal(self, signum: int, _frame: Optional[FrameType]) -> None:
+        first = not self.requested.is_set()
+        self.signum = self.signum or signum
+        self.requested.set()
+        if self._spark is None:
+            raise JobInterrupted(signum)
+        if first and self.graceful:
+            return
+        threading.Thread(target=self._cancel, name="pylog-cancel", daemon=True).start()
+
+    def _cancel(self) -> None:
+        try:
+            self._spark.sparkContext.cancelAllJobs()
+        except Exception:  # noqa: BLE001 - the session may already be gone
+            pass
 
 
-def interrupt_on_signals() -> None:
-    """From now on SIGINT and SIGTERM raise JobInterrupted in the main thread."""
-    for sig in STOP_SIGNALS:
-        signal.signal(sig, _raise)
-
-
-def stop_gracefully_on_signals() -> threading.Event:
-    """The first SIGINT/SIGTERM sets the returned event; a second one raises JobInterrupted."""
-    stop = threading.Event()
-
-    def on_signal(signum: int, frame: Optional[FrameType]) -> None:
-        if stop.is_set():
-            _raise(signum, frame)
-        stop.set()
-
-    for sig in STOP_SIGNALS:
-        signal.signal(sig, on_signal)
-    return stop
+STOPPER = JobStopper()
 
 
 def shield_spark_jvm() -> None:
@@ -65,6 +101,7 @@ def shield_spark_jvm() -> None:
                 inner()
             signal.signal(signal.SIGINT, signal.SIG_IGN)
             signal.signal(signal.SIGTERM, signal.SIG_IGN)
+            signal.pthread_sigmask(signal.SIG_UNBLOCK, STOP_SIGNALS)   # held while the session starts
 
         kwargs["preexec_fn"] = preexec
         return subprocess.Popen(*args, **kwargs)

@@ -13,7 +13,7 @@ from pathlib import Path
 from typing import Any
 
 from jobs.config import JobConfig
-from jobs.signals import shield_spark_jvm
+from jobs.signals import STOPPER, shield_spark_jvm
 
 LOG4J = Path(__file__).resolve().parents[1] / "conf" / "log4j2.properties"
 
@@ -36,11 +36,13 @@ def build_session(cfg: JobConfig, app_name: str) -> Any:  # -> SparkSession (pys
     for k, v in cfg.values.items():
         if k.startswith("spark.") and k not in ("spark.master", "spark.log.level"):
             b = b.config(k, v)
-    spark = b.getOrCreate()
-    spark.sparkContext.setLogLevel(cfg.get("spark.log.level", "WARN"))
     from connectors.delta_sink import DeltaSinkDataSource
     from sparklog import register
 
-    register(spark)
-    spark.dataSource.register(DeltaSinkDataSource)
+    with STOPPER.starting_spark():
+        spark = b.getOrCreate()
+        spark.sparkContext.setLogLevel(cfg.get("spark.log.level", "WARN"))
+        register(spark)
+        spark.dataSource.register(DeltaSinkDataSource)
+    STOPPER.attach(spark)
     return spark

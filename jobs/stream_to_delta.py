@@ -32,7 +32,8 @@ from connectors.offset_txns import to_starting_offsets_json
 from jobs.config import JobConfig
 from jobs.errors import JobFailed, root_cause
 from jobs.rows import source_options, table_rows
-from jobs.signals import stop_gracefully_on_signals
+from jobs.signals import STOPPER
+from sparklog.offsets import TOPIC_IDS_KEY
 from jobs.spark_session import build_session
 
 log = logging.getLogger("pylog.job.stream_to_delta")
@@ -75,7 +76,9 @@ class _ProgressLogger:
     @staticmethod
     def _offsets(raw: str | None) -> dict[str, dict[str, int]]:
         value = json.loads(raw) if raw else None
-        return value if isinstance(value, dict) else {}
+        if not isinstance(value, dict):
+            return {}
+        return {t: ps for t, ps in value.items() if t != TOPIC_IDS_KEY}
 
     def __call__(self, progress: Any) -> None:
         try:
@@ -122,7 +125,8 @@ def run(cfg: JobConfig) -> int:
 
 
 def _supervise(query: Any, on_progress: _ProgressLogger) -> int:
-    stop = stop_gracefully_on_signals()
+    STOPPER.graceful = True
+    stop = STOPPER.requested
     seen = -1
     while query.isActive:
         query.awaitTermination(0.5)

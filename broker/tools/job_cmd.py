@@ -40,24 +40,34 @@ def register(sub: argparse._SubParsersAction) -> None:
 def run(args: argparse.Namespace) -> int:
     from jobs.config import JobConfig, JobConfigError
     from jobs.errors import JobFailed, root_cause
-    from jobs.signals import JobInterrupted, interrupt_on_signals
+    from jobs.signals import STOPPER, JobInterrupted
 
     os.environ.setdefault("PYLOG_JOB_PGID", str(os.getpgid(0)))  # lets crash tests kill the whole job
 
-    interrupt_on_signals()
+    STOPPER.install()
     try:
         cfg = JobConfig.load(args.name, args.config, args.set)
         module = importlib.import_module(f"jobs.{args.name}")
-        return int(module.run(cfg))
+        rc = int(module.run(cfg))
     except JobInterrupted as e:
-        logging.getLogger("py4j").setLevel(logging.CRITICAL)   # the driver's connections die with it
-        logging.getLogger("pylog.job").warning(
-            "job %s stopped by %s: nothing partial was committed; the next run picks up from the table", args.name, e)
-        return 128 + e.signum
+        return _stopped(args.name, e.signum, str(e))
     except (JobConfigError, JobFailed) as e:
+        if STOPPER.signum is not None:
+            return _stopped(args.name, STOPPER.signum, STOPPER.signal_name)
         raise CliError(f"job {args.name} failed: {e}" if isinstance(e, JobFailed) else str(e)) from None
-    except KeyboardInterrupt:
-        raise
     except Exception as e:  # Spark, Py4J, Delta and Kafka errors: one line naming the root cause
+        if STOPPER.signum is not None:   # a Spark job cancelled because of a signal
+            return _stopped(args.name, STOPPER.signum, STOPPER.signal_name)
         logging.getLogger("pylog.job").debug("job %s failed", args.name, exc_info=True)   # --log-level DEBUG
         raise CliError(f"job {args.name} failed: {root_cause(e)}") from None
+    if STOPPER.requested.is_set() and not STOPPER.graceful:
+        logging.getLogger("pylog.job").info("job %s had finished its work when %s arrived", args.name,
+                                            STOPPER.signal_name)
+    return rc
+
+
+def _stopped(name: str, signum: int, how: str) -> int:
+    logging.getLogger("py4j").setLevel(logging.CRITICAL)   # connections closing under a stopping driver
+    logging.getLogger("pylog.job").warning(
+        "job %s stopped by %s: nothing partial was committed; the next run picks up from the table", name, how)
+    return 128 + int(signum)
