@@ -14,7 +14,7 @@ pytestmark = [pytest.mark.slow, pytest.mark.timeout(int(os.environ.get("PYLOG_SO
 
 
 def test_random_user_actions_never_lose_or_duplicate_a_record(pylog_broker, tmp_path):
-    actions = int(os.environ.get("PYLOG_SOAK_ACTIONS", "4"))
+    actions = int(os.environ.get("PYLOG_SOAK_ACTIONS", "8"))   # 8: each kind of action once
     seed = int(os.environ.get("PYLOG_SOAK_SEED", "20261123"))
     report = Soak(pylog_broker, tmp_path, seed).run(actions, lambda i, a: print(f"soak action {i + 1}/{actions}: {a}",
                                                                                  flush=True))

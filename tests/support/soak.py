@@ -185,8 +185,10 @@ class Soak:
         create_topic(self.bootstrap, TOPIC, partitions=2)
         self.produce()
         self.check("start")
+        every = list(ACTIONS)
+        self.rnd.shuffle(every)   # the first len(ACTIONS) actions try each kind once, then any at random
         for i in range(actions):
-            action = self.rnd.choice(ACTIONS)
+            action = every[i] if i < len(every) else self.rnd.choice(ACTIONS)
             on_action(i, action)
             self.produce()
             getattr(self, action.replace("-", "_"))()
