@@ -28,6 +28,7 @@ from connectors.delta_commit import app_state, committed_offsets, current_genera
 from connectors.delta_log_reader import list_app_transactions
 from connectors.offset_txns import AppState, Offsets, apps_in, to_starting_offsets_json
 from sparklog.errors import report_data_loss
+from sparklog.kafka_log import with_logger
 from sparklog.log_changes import find_changes, resume_offsets
 from sparklog.offset_reader import OffsetReader
 from sparklog.offsets import PartitionOffsets, TopicIds
@@ -67,7 +68,8 @@ class OffsetManager:
         tps = [TopicPartition(t, p, o) for t, parts in offsets.items() for p, o in parts.items()]
         if not tps:
             return offsets
-        c = Consumer({"bootstrap.servers": bootstrap, "group.id": group_id, "enable.auto.commit": False, **client_conf})
+        c = Consumer(with_logger({"bootstrap.servers": bootstrap, "group.id": group_id, "enable.auto.commit": False,
+                                  **client_conf}))
         try:
             for tp in c.commit(offsets=tps, asynchronous=False) or []:
                 if tp.error:
@@ -134,8 +136,8 @@ def resume_from(state: AppState, live: LiveLog, *, fail_on_data_loss: bool,
 def _per_partition(bootstrap: str, topics: Iterable[str], pick: Callable[[Consumer, str, int, int, int], int],
                    client_conf: dict[str, str]) -> Offsets:
     """{topic: {partition: pick(consumer, topic, partition, low, high)}} for every partition of `topics`."""
-    c = Consumer({"bootstrap.servers": bootstrap, "group.id": "pylog-offset-manager", "enable.auto.commit": False,
-                  **client_conf})
+    c = Consumer(with_logger({"bootstrap.servers": bootstrap, "group.id": "pylog-offset-manager",
+                              "enable.auto.commit": False, **client_conf}))
     try:
         md = c.list_topics(timeout=10)
         out: Offsets = {}

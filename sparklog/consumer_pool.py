@@ -15,6 +15,8 @@ from typing import Mapping
 
 from confluent_kafka import Consumer
 
+from sparklog.kafka_log import with_logger
+
 log = logging.getLogger(__name__)
 
 _lock = threading.Lock()
@@ -29,7 +31,7 @@ def acquire(conf: Mapping[str, object]) -> Consumer:
     """An idle consumer for `conf`, or a new one."""
     with _lock:
         consumer = _idle.pop(_key(conf), None)
-    return consumer if consumer is not None else Consumer(dict(conf))
+    return consumer if consumer is not None else Consumer(with_logger(conf))
 
 
 def release(conf: Mapping[str, object], consumer: Consumer, healthy: bool) -> None:

@@ -16,6 +16,7 @@ from confluent_kafka import Consumer, KafkaException, TopicCollection, TopicPart
 from confluent_kafka.admin import AdminClient
 
 from sparklog import offsets as off
+from sparklog.kafka_log import with_logger
 from sparklog.options import OptionError, ReadOptions
 
 log = logging.getLogger(__name__)
@@ -53,7 +54,7 @@ class OffsetReader:
                                        "enable.auto.commit": False,
                                        "enable.partition.eof": False}
             try:
-                self._consumer = Consumer(conf)
+                self._consumer = Consumer(with_logger(conf))
             except KafkaException as e:
                 raise client_error(e, self._opts.kafka_params) from e
         return self._consumer
@@ -112,7 +113,8 @@ class OffsetReader:
         if not names:
             return {}
         if self._admin is None:
-            self._admin = AdminClient({**self._opts.kafka_params, "bootstrap.servers": self._opts.bootstrap_servers})
+            self._admin = AdminClient(with_logger({**self._opts.kafka_params,
+                                                 "bootstrap.servers": self._opts.bootstrap_servers}))
         out: off.TopicIds = {}
         futures = self._admin.describe_topics(TopicCollection(names), request_timeout=self._timeout_s())
         for name, fut in futures.items():

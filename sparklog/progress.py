@@ -12,6 +12,7 @@ from typing import Mapping, Optional
 
 from confluent_kafka import Consumer, KafkaException, TopicPartition as KTP
 
+from sparklog.kafka_log import with_logger
 from sparklog.offsets import TopicPartition
 
 log = logging.getLogger(__name__)
@@ -32,7 +33,7 @@ class GroupProgress:
             return True
         try:
             if self._consumer is None:
-                self._consumer = Consumer(self._conf)
+                self._consumer = Consumer(with_logger(self._conf))
             res = self._consumer.commit(offsets=[KTP(t, p, o) for (t, p), o in sorted(todo.items())],
                                         asynchronous=False)
             failed = [r for r in (res or []) if r.error is not None]

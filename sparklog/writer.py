@@ -19,6 +19,7 @@ from confluent_kafka import KafkaError, KafkaException, Producer
 from pyspark.sql.datasource import DataSourceArrowWriter, DataSourceStreamArrowWriter, WriterCommitMessage
 from pyspark.sql.types import ArrayType, BinaryType, IntegerType, StringType, StructType
 
+from sparklog.kafka_log import with_logger
 from sparklog.options import OptionError, WriteOptions
 from sparklog.schema import HEADER_TYPE
 
@@ -78,7 +79,7 @@ class _TaskProducer:
         self.failures: list[str] = []
         conf = {**PRODUCER_DEFAULTS, **opts.kafka_params, "bootstrap.servers": opts.bootstrap_servers,
                 "error_cb": self._on_error, "on_delivery": self._on_delivery}
-        self.producer = Producer(conf)
+        self.producer = Producer(with_logger(conf))
         self.sent = 0
 
     def _on_error(self, err: KafkaError) -> None:
