@@ -168,8 +168,7 @@ def _broker_accepts_offset_commit(bootstrap: str) -> bool:
 
 
 def test_commit_to_group_mirrors_progress_into_a_consumer_group(spark, shared_broker, topic_name, tmp_path):
-    if not _broker_accepts_offset_commit(shared_broker.bootstrap):
-        pytest.skip("the broker does not advertise OffsetCommit (consumer groups not built yet)")
+    assert _broker_accepts_offset_commit(shared_broker.bootstrap), "the broker advertises OffsetCommit"
     topic, group = topic_name("mirror"), topic_name("group")
     create_topic(shared_broker.bootstrap, topic, 2)
     produce_records(shared_broker.bootstrap, topic, [{"value": b"v", "partition": i % 2} for i in range(40)])

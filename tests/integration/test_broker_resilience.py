@@ -209,8 +209,8 @@ def test_malformed_requests_never_bring_the_broker_down(fuzz_broker, frame):
         s.sendall(struct.pack(">i", len(frame)) + frame)
         s.settimeout(2)
         try:
-            s.recv(65536)  # either a response or a closed connection; never a hang
-        except (ConnectionResetError, socket.timeout):
+            s.recv(65536)  # either a response or a closed connection; a timeout (a hang) fails the test
+        except ConnectionResetError:
             pass
     finally:
         s.close()

@@ -2,7 +2,6 @@
 assignments with each client-side assignor, reassignment after close and after kill -9, kcat -G."""
 from __future__ import annotations
 
-import shutil
 import subprocess
 import sys
 import textwrap
@@ -134,7 +133,6 @@ def test_killed_member_partitions_are_reassigned_after_session_timeout(broker: B
             c.close()
 
 
-@pytest.mark.skipif(shutil.which("kcat") is None, reason="kcat is not installed")
 def test_kcat_group_consumer_reads_and_commits(broker: BrokerProcess) -> None:
     create_topic(broker.bootstrap, "kc", 2)
     produce(broker.bootstrap, "kc", [b"m%d" % i for i in range(10)], partition=0)
