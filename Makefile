@@ -9,7 +9,7 @@ APT_PACKAGES := kcat zookeeper default-jre-headless
 SUDO := $(shell [ "$$(id -u)" = 0 ] || echo sudo)
 PYTEST_ARGS ?=
 
-.PHONY: demo test bench install clean unit
+.PHONY: demo test bench install clean unit typecheck
 
 install: $(STAMPS)/venv $(STAMPS)/apt
 
@@ -28,8 +28,11 @@ $(STAMPS)/apt:
 	fi
 	@touch $@
 
-test: install
+test: install typecheck
 	$(PY) -m pytest -q -p no:cacheprovider $(PYTEST_ARGS)
+
+typecheck: $(STAMPS)/venv
+	$(PY) -m mypy
 
 unit: $(STAMPS)/venv
 	$(PY) -m pytest -q tests/unit

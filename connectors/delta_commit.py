@@ -25,7 +25,7 @@ import pyarrow as pa
 from deltalake import DeltaTable
 from deltalake import Schema as DeltaSchema
 from deltalake.exceptions import CommitFailedError, TableNotFoundError
-from deltalake.transaction import AddAction, CommitProperties, Transaction
+from deltalake.transaction import AddAction, CommitProperties, RemoveAction, Transaction
 
 from connectors.delta_log_reader import read_app_transactions
 from connectors.errors import CommitConflictError, FencedError, SchemaMismatchError
@@ -53,7 +53,7 @@ class BatchCommit:
     table_path: str
     app_id: str
     batch_id: int
-    files: list[dict]
+    files: list[dict[str, Any]]
     schema: pa.Schema
     generation: int = 0
     end_offsets: Offsets | None = None
@@ -171,7 +171,7 @@ def commit_batch(c: BatchCommit) -> bool:
     Raises FencedError, CommitConflictError or SchemaMismatchError (the batch's files removed).
     """
     ensure_table(c.table_path, c.schema, c.partition_by)
-    actions = [AddAction(f["path"], f["size"], f["partition_values"], f["modification_time"], True,
+    actions: list[AddAction | RemoveAction] = [AddAction(f["path"], f["size"], f["partition_values"], f["modification_time"], True,
                          f"{{\"numRecords\": {f['num_records']}}}") for f in c.files]
     metadata: dict[str, Any] = {"pylog.appId": c.app_id, "pylog.batchId": str(c.batch_id),
                                 "pylog.generation": str(c.generation), **c.extra_metadata}

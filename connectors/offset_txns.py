@@ -36,7 +36,7 @@ def offset_app_id(app_id: str, topic: str, partition: int) -> str:
     return OFFSETS_PREFIX + json.dumps([app_id, topic, int(partition)], separators=(",", ":"))
 
 
-def offsets_to_txns(app_id: str, offsets: Mapping[str, Mapping[int | str, int]]) -> dict[str, int]:
+def offsets_to_txns(app_id: str, offsets: Mapping[str, Mapping[int, int]]) -> dict[str, int]:
     """{txn app id: version} for a batch's end offsets."""
     out = {}
     for topic, parts in offsets.items():

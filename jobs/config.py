@@ -10,7 +10,7 @@ from __future__ import annotations
 import logging
 import re
 from pathlib import Path
-from typing import Mapping
+from typing import Mapping, overload
 
 from broker.config import read_properties
 from broker.errors import InvalidConfigError
@@ -35,7 +35,7 @@ class JobConfig:
     def load(cls, name: str, path: str | Path | None = None, overrides: list[str] | None = None) -> "JobConfig":
         values: dict[str, str] = {}
         file = Path(path) if path else cls.default_file(name)
-        if path and not file.is_file():
+        if path and file is not None and not file.is_file():
             raise JobConfigError(f"job {name}: config file {file} not found" if not file.exists()
                                  else f"job {name}: config file {file} is not a file")
         if file is not None and file.is_file():
@@ -71,6 +71,12 @@ class JobConfig:
         if settings:
             for key in unknown_keys(settings, self.values):
                 log.warning("job %s: unknown setting %s is ignored", self.name, key)
+
+    @overload
+    def get(self, key: str) -> str | None: ...
+
+    @overload
+    def get(self, key: str, default: str) -> str: ...
 
     def get(self, key: str, default: str | None = None) -> str | None:
         v = self.values.get(key)

@@ -54,17 +54,20 @@ def parse_from(cfg: JobConfig) -> tuple[str, Any]:
     raise JobConfigError(f"job reprocess: reprocess.from must be earliest, timestamp:<ms|ISO> or offsets:<JSON>, got {v!r}")
 
 
+def _fmt(tps: set[tuple[str, int]]) -> list[str]:
+    return sorted(f"{t}-{p}" for t, p in tps)
+
+
 def strict_offsets(given: Offsets, live: LiveLog) -> Offsets:
     """Spark's rules for specific starting offsets, checked against the live log; -2 means earliest."""
     assigned = {(t, p) for t, parts in live.ends.items() for p in parts}
     named = {(t, p) for t, parts in given.items() for p in parts}
-    fmt = lambda tps: sorted(f"{t}-{p}" for t, p in tps)  # noqa: E731
     if named - assigned:
-        raise JobConfigError(f"job reprocess: reprocess.from names partitions that do not exist: {fmt(named - assigned)}."
-                             f" The topics have: {fmt(assigned)}")
+        raise JobConfigError(f"job reprocess: reprocess.from names partitions that do not exist: {_fmt(named - assigned)}."
+                             f" The topics have: {_fmt(assigned)}")
     if assigned - named:
         raise JobConfigError("job reprocess: if reprocess.from contains specific offsets, you must specify all "
-                             f"TopicPartitions. Use -2 for earliest. Missing: {fmt(assigned - named)}")
+                             f"TopicPartitions. Use -2 for earliest. Missing: {_fmt(assigned - named)}")
     out: Offsets = {}
     for (t, p) in sorted(named):
         o, low, high = given[t][p], live.earliest[(t, p)], live.latest[(t, p)]

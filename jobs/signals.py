@@ -90,10 +90,10 @@ def shield_spark_jvm() -> None:
     """Make pyspark start its JVM with SIGTERM ignored (it already ignores SIGINT). Call before the session."""
     from pyspark import java_gateway
 
-    if getattr(java_gateway.Popen, "_pylog_shielded", False):
+    if getattr(getattr(java_gateway, "Popen"), "_pylog_shielded", False):
         return
 
-    def popen(*args: Any, **kwargs: Any) -> subprocess.Popen:
+    def popen(*args: Any, **kwargs: Any) -> "subprocess.Popen[bytes]":
         inner: Optional[Callable[[], None]] = kwargs.get("preexec_fn")
 
         def preexec() -> None:
@@ -106,5 +106,5 @@ def shield_spark_jvm() -> None:
         kwargs["preexec_fn"] = preexec
         return subprocess.Popen(*args, **kwargs)
 
-    popen._pylog_shielded = True  # type: ignore[attr-defined]
-    java_gateway.Popen = popen  # type: ignore[assignment]
+    setattr(popen, "_pylog_shielded", True)
+    setattr(java_gateway, "Popen", popen)

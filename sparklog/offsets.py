@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import json
 from dataclasses import dataclass, field
-from typing import Mapping, Union
+from typing import Any, Mapping, Union
 
 EARLIEST = -2
 LATEST = -1
@@ -123,12 +123,12 @@ def parse_partitions(text: str) -> list[TopicPartition]:
     return out
 
 
-def to_offset_dict(offsets: Mapping[TopicPartition, int], topic_ids: Mapping[str, str] | None = None) -> dict:
+def to_offset_dict(offsets: Mapping[TopicPartition, int], topic_ids: Mapping[str, str] | None = None) -> dict[str, Any]:
     """Partition offsets → the streaming offset, `{"topic": {"0": 23}}`, topics and partitions sorted.
 
     With `topic_ids`, the ids of the topics present are added under TOPIC_IDS_KEY.
     """
-    out: dict = {}
+    out: dict[str, Any] = {}
     for (topic, partition), off in sorted(offsets.items()):
         out.setdefault(topic, {})[str(partition)] = int(off)
     ids = {t: topic_ids[t] for t in sorted(out) if topic_ids and topic_ids.get(t)}

@@ -21,7 +21,7 @@ _SUMMARIES = {
 }
 
 
-def register(sub: argparse._SubParsersAction) -> None:
+def register(sub: "argparse._SubParsersAction[argparse.ArgumentParser]") -> None:
     p = sub.add_parser("job", help="run a Spark job (stream_to_delta, batch_load, reprocess)",
                        description="Run a job from jobs/, configured by conf/jobs/NAME.properties and --set "
                                    "overrides. `pylog job NAME --help` lists the job's settings.")
