@@ -99,11 +99,11 @@ class BrokerProc:
 
 def start_pylog(data_dir: Path, port: int | None = None, sets: list[str] | None = None,
                 log_path: Path | None = None, wrapper: list[str] | None = None, wait: bool = True) -> BrokerProc:
-    """Start `python -m broker broker` with its default settings (plus `sets`)."""
+    """Start `python -m pylog broker` with its default settings (plus `sets`)."""
     port = port or free_port()
     data_dir.mkdir(parents=True, exist_ok=True)
     log_path = log_path or data_dir.parent / f"pylog-{port}.log"
-    cmd = [PYTHON, "-m", "broker", "--log-level", "WARNING", "broker", "--data-dir", str(data_dir), "--port", str(port)]
+    cmd = [PYTHON, "-m", "pylog", "--log-level", "WARNING", "broker", "--data-dir", str(data_dir), "--port", str(port)]
     for s in sets or []:
         cmd += ["--set", s]
     if wrapper:

@@ -45,7 +45,7 @@ def free_port() -> int:
 def start_broker(data_dir: Path) -> tuple[subprocess.Popen, str]:
     port = free_port()
     log = open(data_dir.parent / "broker.log", "ab")
-    proc = subprocess.Popen([sys.executable, "-m", "broker", "--log-level", "WARNING", "broker", "--data-dir",
+    proc = subprocess.Popen([sys.executable, "-m", "pylog", "--log-level", "WARNING", "broker", "--data-dir",
                              str(data_dir), "--port", str(port)], stdout=log, stderr=subprocess.STDOUT,
                             cwd=str(REPO), start_new_session=True)
     deadline = time.monotonic() + 60

@@ -111,7 +111,7 @@ class BrokerProcess(ServerProcess):
         self.settings = dict(settings or {})
 
     def command(self) -> list[str]:
-        cmd = [sys.executable, "-m", "broker", "broker", "--data-dir", str(self.data_dir), "--port", str(self.port),
+        cmd = [sys.executable, "-m", "pylog", "broker", "--data-dir", str(self.data_dir), "--port", str(self.port),
                "--host", HOST]
         for k, v in self.settings.items():
             cmd += ["--set", f"{k}={v}"]

@@ -4,7 +4,7 @@ from __future__ import annotations
 import argparse
 import asyncio
 
-from broker.tools.cli import CliError
+from broker.tools.errors import CliError
 
 
 def register(sub: argparse._SubParsersAction) -> None:

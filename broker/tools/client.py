@@ -18,7 +18,7 @@ from typing import Any, Iterable, Mapping
 from confluent_kafka import KafkaError, KafkaException
 from confluent_kafka.admin import AdminClient, ClusterMetadata, TopicMetadata
 
-from broker.tools.cli import CliError
+from broker.tools.errors import CliError
 
 DEFAULT_BOOTSTRAP = "localhost:9092"
 CONNECT_TIMEOUT_S = 3.0

@@ -25,7 +25,7 @@ from confluent_kafka import (
     TopicPartition,
 )
 
-from broker.tools.cli import CliError
+from broker.tools.errors import CliError
 from broker.tools.client import (
     add_connection_args,
     base_config,

@@ -17,7 +17,7 @@ from typing import Any
 from confluent_kafka import ConsumerGroupTopicPartitions, TopicPartition
 from confluent_kafka.admin import AdminClient, OffsetSpec
 
-from broker.tools.cli import CliError
+from broker.tools.errors import CliError
 from broker.tools.client import add_connection_args, admin_client, fetch_metadata, result_or_error
 
 REQUEST_TIMEOUT_S = 15.0

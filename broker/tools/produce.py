@@ -14,7 +14,7 @@ from typing import Any, BinaryIO
 
 from confluent_kafka import KafkaError, Message, Producer
 
-from broker.tools.cli import CliError
+from broker.tools.errors import CliError
 from broker.tools.client import (
     add_connection_args,
     base_config,

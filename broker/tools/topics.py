@@ -21,7 +21,7 @@ from confluent_kafka.admin import (
     TopicMetadata,
 )
 
-from broker.tools.cli import CliError
+from broker.tools.errors import CliError
 from broker.tools.client import (
     add_connection_args,
     admin_client,

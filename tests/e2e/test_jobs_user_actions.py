@@ -123,15 +123,15 @@ def test_reprocess_offsets_must_name_every_partition_and_only_real_ones(pylog_br
 
 
 def test_jobs_explain_their_settings_and_name_a_missing_config_file(tmp_path):
-    out = subprocess.run([sys.executable, "-m", "broker", "job", "batch_load", "--help"], cwd=tmp_path,
+    out = subprocess.run([sys.executable, "-m", "pylog", "job", "batch_load", "--help"], cwd=tmp_path,
                          capture_output=True, text=True, timeout=60)
     assert out.returncode == 0
     for key in ("source.bootstrap.servers", "source.fail.on.data.loss", "sink.table.path", "group.mirror"):
         assert key in out.stdout
-    missing = subprocess.run([sys.executable, "-m", "broker", "job", "batch_load", "--config", str(tmp_path / "x")],
+    missing = subprocess.run([sys.executable, "-m", "pylog", "job", "batch_load", "--config", str(tmp_path / "x")],
                              cwd=tmp_path, capture_output=True, text=True, timeout=60)
     assert missing.returncode == 1 and f"config file {tmp_path / 'x'} not found" in missing.stderr
-    typo = subprocess.run([sys.executable, "-m", "broker", "job", "reprocess", "--set", "source.topic=x",
+    typo = subprocess.run([sys.executable, "-m", "pylog", "job", "reprocess", "--set", "source.topic=x",
                            "--set", "reprocess.from=yesterday"], cwd=REPO, capture_output=True, text=True, timeout=60)
     assert "unknown setting source.topic (did you mean source.topics?)" in typo.stderr
     assert typo.returncode == 1 and "reprocess.from must be earliest" in typo.stderr

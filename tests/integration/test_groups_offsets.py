@@ -134,10 +134,10 @@ def test_offset_delete_and_delete_groups(broker: BrokerProcess) -> None:
             name="t", partitions=(OffsetDeleteRequestPartition(partition_index=0),)),)))
         assert resp.error_code == ErrorCode.none
         assert fetch(w, "g-del").committed_offset == -1
-    out = subprocess.run([sys.executable, "-m", "broker", "groups", "delete", "--group", "g-del",
+    out = subprocess.run([sys.executable, "-m", "pylog", "groups", "delete", "--group", "g-del",
                           "--bootstrap-server", broker.bootstrap], capture_output=True, text=True, timeout=60)
     assert out.returncode == 0, out.stderr
-    out = subprocess.run([sys.executable, "-m", "broker", "groups", "list", "--bootstrap-server", broker.bootstrap],
+    out = subprocess.run([sys.executable, "-m", "pylog", "groups", "list", "--bootstrap-server", broker.bootstrap],
                          capture_output=True, text=True, timeout=60)
     assert "g-del" not in out.stdout.split()
 
@@ -213,7 +213,7 @@ def test_auto_offset_reset_earliest_latest_and_none(broker: BrokerProcess) -> No
 
 
 def pylog_groups(b: BrokerProcess, *args: str) -> subprocess.CompletedProcess[str]:
-    return subprocess.run([sys.executable, "-m", "broker", "groups", *args, "--bootstrap-server", b.bootstrap],
+    return subprocess.run([sys.executable, "-m", "pylog", "groups", *args, "--bootstrap-server", b.bootstrap],
                           capture_output=True, text=True, timeout=60)
 
 

@@ -29,7 +29,7 @@ def produce_events(bootstrap: str, topic: str, start: int, count: int, timestamp
 
 def run_job(name: str, settings: dict[str, object], env: dict[str, str] | None = None,
             cwd: Path = REPO) -> subprocess.Popen:
-    cmd = [sys.executable, "-m", "broker", "job", name]
+    cmd = [sys.executable, "-m", "pylog", "job", name]
     for k, v in settings.items():
         cmd += ["--set", f"{k}={v}"]
     return subprocess.Popen(cmd, cwd=cwd, env={**os.environ, "PYSPARK_PYTHON": sys.executable, **(env or {})},

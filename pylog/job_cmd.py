@@ -10,7 +10,7 @@ import importlib
 import logging
 import os
 
-from broker.tools.cli import CliError
+from broker.tools.errors import CliError
 from jobs import JOBS
 from jobs.settings import JOB_SETTINGS, describe
 

@@ -11,11 +11,10 @@ import importlib
 import logging
 import sys
 
-SUBCOMMANDS = ["broker_cmd", "topics", "produce", "consume", "perf", "groups", "job_cmd"]
+from broker.tools.errors import CliError
 
-
-class CliError(Exception):
-    """An error to print as one line (no traceback) before exiting with status 1."""
+SUBCOMMANDS = ["broker.tools.broker_cmd", "broker.tools.topics", "broker.tools.produce", "broker.tools.consume",
+               "broker.tools.perf", "broker.tools.groups", "pylog.job_cmd"]
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -23,7 +22,7 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("--log-level", default="INFO", help="logging level (default INFO)")
     sub = parser.add_subparsers(dest="command", metavar="COMMAND", required=True)
     for name in SUBCOMMANDS:
-        module = importlib.import_module(f"broker.tools.{name}")
+        module = importlib.import_module(name)
         module.register(sub)
     return parser
 
