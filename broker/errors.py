@@ -2,7 +2,8 @@
 
 Every layer (storage, cluster metadata, API handlers) raises a `KafkaError` subclass; the API
 handlers turn any exception into a wire error code with `error_code_of`. Nothing else in the
-broker maps exceptions to numbers.
+broker maps exceptions to numbers. Every class here is raised somewhere (the group coordinator
+answers with codes directly, as its state machine decides them); add a class when code raises it.
 """
 from __future__ import annotations
 
@@ -80,14 +81,6 @@ class InvalidRequestError(KafkaError):
     code = ErrorCode.invalid_request
 
 
-class InvalidRequiredAcksError(KafkaError):
-    code = ErrorCode.invalid_required_acks
-
-
-class UnsupportedVersionError(KafkaError):
-    code = ErrorCode.unsupported_version
-
-
 class OutOfOrderSequenceError(KafkaError):
     code = ErrorCode.out_of_order_sequence_number
 
@@ -107,20 +100,8 @@ class InvalidProducerEpochError(KafkaError):
     code = ErrorCode.invalid_producer_epoch
 
 
-class UnknownProducerIdError(KafkaError):
-    code = ErrorCode.unknown_producer_id
-
-
-class PolicyViolationError(KafkaError):
-    code = ErrorCode.policy_violation
-
-
 class TopicDeletionDisabledError(KafkaError):
     code = ErrorCode.topic_deletion_disabled
-
-
-class KafkaStorageError(KafkaError):
-    code = ErrorCode.kafka_storage_error
 
 
 def error_code_of(exc: BaseException) -> ErrorCode:
@@ -144,57 +125,4 @@ class UnknownTopicIdError(KafkaError):
 
 # --- Consumer groups (broker/groups) ---------------------------------------------------------
 
-class CoordinatorNotAvailableError(KafkaError):
-    code = ErrorCode.coordinator_not_available
 
-
-class CoordinatorLoadInProgressError(KafkaError):
-    code = ErrorCode.coordinator_load_in_progress
-
-
-class InvalidGroupIdError(KafkaError):
-    code = ErrorCode.invalid_group_id
-
-
-class InvalidSessionTimeoutError(KafkaError):
-    code = ErrorCode.invalid_session_timeout
-
-
-class InconsistentGroupProtocolError(KafkaError):
-    code = ErrorCode.inconsistent_group_protocol
-
-
-class UnknownMemberIdError(KafkaError):
-    code = ErrorCode.unknown_member_id
-
-
-class MemberIdRequiredError(KafkaError):
-    code = ErrorCode.member_id_required
-
-
-class IllegalGenerationError(KafkaError):
-    code = ErrorCode.illegal_generation
-
-
-class RebalanceInProgressError(KafkaError):
-    code = ErrorCode.rebalance_in_progress
-
-
-class FencedInstanceIdError(KafkaError):
-    code = ErrorCode.fenced_instance_id
-
-
-class GroupIdNotFoundError(KafkaError):
-    code = ErrorCode.group_id_not_found
-
-
-class NonEmptyGroupError(KafkaError):
-    code = ErrorCode.non_empty_group
-
-
-class GroupSubscribedToTopicError(KafkaError):
-    code = ErrorCode.group_subscribed_to_topic
-
-
-class OffsetMetadataTooLargeError(KafkaError):
-    code = ErrorCode.offset_metadata_too_large
