@@ -9,10 +9,15 @@ import argparse
 import importlib
 import logging
 import os
+import signal
+from typing import TYPE_CHECKING
 
 from broker.tools.errors import CliError
 from jobs import JOBS
 from jobs.settings import JOB_SETTINGS, describe
+
+if TYPE_CHECKING:
+    from jobs.signals import JobStopper
 
 _SUMMARIES = {
     "stream_to_delta": "topics -> Delta, exactly once, as a Spark stream (catch up, or run continuously)",
@@ -38,13 +43,25 @@ def register(sub: "argparse._SubParsersAction[argparse.ArgumentParser]") -> None
 
 
 def run(args: argparse.Namespace) -> int:
-    from jobs.config import JobConfig, JobConfigError
-    from jobs.errors import JobFailed, root_cause
-    from jobs.signals import STOPPER, JobInterrupted
+    from jobs.signals import STOP_SIGNALS, STOPPER
 
     os.environ.setdefault("PYLOG_JOB_PGID", str(os.getpgid(0)))  # lets crash tests kill the whole job
 
     STOPPER.install()
+    try:
+        return _run(args, STOPPER)
+    finally:
+        # The job is over: a signal from now on must not turn a finished run into "killed by SIGTERM"
+        # (interpreter shutdown restores default handlers for Python ones, but keeps SIG_IGN).
+        for sig in STOP_SIGNALS:
+            signal.signal(sig, signal.SIG_IGN)
+
+
+def _run(args: argparse.Namespace, stopper: "JobStopper") -> int:
+    from jobs.config import JobConfig, JobConfigError
+    from jobs.errors import JobFailed, root_cause
+    from jobs.signals import JobInterrupted
+
     try:
         cfg = JobConfig.load(args.name, args.config, args.set)
         module = importlib.import_module(f"jobs.{args.name}")
@@ -52,17 +69,17 @@ def run(args: argparse.Namespace) -> int:
     except JobInterrupted as e:
         return _stopped(args.name, e.signum, str(e))
     except (JobConfigError, JobFailed) as e:
-        if STOPPER.signum is not None:
-            return _stopped(args.name, STOPPER.signum, STOPPER.signal_name)
+        if stopper.signum is not None:
+            return _stopped(args.name, stopper.signum, stopper.signal_name)
         raise CliError(f"job {args.name} failed: {e}" if isinstance(e, JobFailed) else str(e)) from None
     except Exception as e:  # Spark, Py4J, Delta and Kafka errors: one line naming the root cause
-        if STOPPER.signum is not None:   # a Spark job cancelled because of a signal
-            return _stopped(args.name, STOPPER.signum, STOPPER.signal_name)
+        if stopper.signum is not None:   # a Spark job cancelled because of a signal
+            return _stopped(args.name, stopper.signum, stopper.signal_name)
         logging.getLogger("pylog.job").debug("job %s failed", args.name, exc_info=True)   # --log-level DEBUG
         raise CliError(f"job {args.name} failed: {root_cause(e)}") from None
-    if STOPPER.requested.is_set() and not STOPPER.graceful:
+    if stopper.requested.is_set() and not stopper.graceful:
         logging.getLogger("pylog.job").info("job %s had finished its work when %s arrived", args.name,
-                                            STOPPER.signal_name)
+                                            stopper.signal_name)
     return rc
 
 
