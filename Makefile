@@ -7,16 +7,23 @@ PY := $(VENV)/bin/python
 STAMPS := .stamps
 APT_PACKAGES := kcat zookeeper default-jre-headless
 SUDO := $(shell [ "$$(id -u)" = 0 ] || echo sudo)
+export PATH := $(HOME)/.cargo/bin:$(PATH)
+NATIVE_SOURCES := native/Cargo.toml native/pyproject.toml $(wildcard native/src/*.rs)
 PYTEST_ARGS ?=
 
 .PHONY: demo test bench install clean unit typecheck
 
-install: $(STAMPS)/venv $(STAMPS)/apt
+install: $(STAMPS)/venv $(STAMPS)/apt $(STAMPS)/native
 
 $(STAMPS)/venv: pyproject.toml
 	@mkdir -p $(STAMPS)
 	@test -x $(PY) || $(PYTHON) -m venv $(VENV)
 	$(PY) -m pip install -q --disable-pip-version-check -e '.[dev,bench]' --config-settings editable_mode=compat
+	@touch $@
+
+# the native record batch decoder (Rust, PyO3), built by maturin from crates.io sources
+$(STAMPS)/native: $(NATIVE_SOURCES) $(STAMPS)/venv
+	$(PY) -m pip install -q --disable-pip-version-check ./native
 	@touch $@
 
 $(STAMPS)/apt:
@@ -34,7 +41,7 @@ test: install typecheck
 typecheck: $(STAMPS)/venv
 	$(PY) -m mypy
 
-unit: $(STAMPS)/venv
+unit: $(STAMPS)/venv $(STAMPS)/native
 	$(PY) -m pytest -q tests/unit
 
 demo: install
@@ -44,4 +51,4 @@ bench: install
 	$(PY) bench/broker_throughput.py
 
 clean:
-	rm -rf $(VENV) $(STAMPS) build *.egg-info
+	rm -rf $(VENV) $(STAMPS) build *.egg-info native/target

@@ -70,19 +70,24 @@ def encode_batch(values: Sequence[bytes | None] = (b"v",), *, timestamps: Sequen
                  producer_id: int = -1, producer_epoch: int = -1, base_sequence: int = -1,
                  magic: int = 2, log_append_time: bool = False, transactional: bool = False,
                  control: bool = False, partition_leader_epoch: int = -1,
-                 record_headers: Sequence[tuple[bytes, bytes | None]] = ()) -> bytes:
-    """One v2 batch holding one record per value; timestamps default to 1_000_000 + i."""
+                 record_headers: Sequence[tuple[bytes, bytes | None]] = (),
+                 offset_deltas: Sequence[int] | None = None) -> bytes:
+    """One v2 batch holding one record per value; timestamps default to 1_000_000 + i.
+
+    `offset_deltas` (increasing) leaves gaps between records, as compaction does; default 0, 1, 2, ...
+    """
     n = len(values)
     ts = list(timestamps) if timestamps is not None else [1_000_000 + i for i in range(n)]
     base_ts = min(ts) if ts else -1
     max_ts = max(ts) if ts else -1
     keys = list(keys) if keys is not None else [None] * n
-    records = b"".join(encode_record(i, ts[i] - base_ts, keys[i], values[i], record_headers)
+    deltas = list(offset_deltas) if offset_deltas is not None else list(range(n))
+    records = b"".join(encode_record(deltas[i], ts[i] - base_ts, keys[i], values[i], record_headers)
                        for i in range(n))
     payload = compress(codec, records)
     attributes = CODECS[codec] | (0x08 if log_append_time else 0) | (0x10 if transactional else 0) \
         | (0x20 if control else 0)
-    after_crc = _HEADER_AFTER_CRC.pack(attributes, max(n - 1, 0), base_ts, max_ts, producer_id,
+    after_crc = _HEADER_AFTER_CRC.pack(attributes, deltas[-1] if deltas else 0, base_ts, max_ts, producer_id,
                                        producer_epoch, base_sequence, n) + payload
     crc = crc32c.crc32c(after_crc)
     batch_length = 4 + 1 + 4 + len(after_crc)   # leader epoch, magic, crc, rest
