@@ -128,3 +128,24 @@ def test_a_compression_bomb_is_refused_not_allocated():
     with pytest.raises(pylog_native.DecodeError, match="expands beyond 1000000 bytes"):
         pylog_native.decode_batches(raw, 0, 10, False, True, 1_000_000)
     assert native_decoder.MAX_BATCH_BYTES >= 64 * 1024 * 1024
+
+
+def test_the_fuzz_corpus_seeds_decode_as_the_fuzz_target_reads_them():
+    """native/fuzz/corpus/decode: 2 option bytes, then batches; every seed decodes except the size-limit one."""
+    from pathlib import Path
+
+    import pylog_native
+
+    corpus = Path(__file__).resolve().parents[2] / "native" / "fuzz" / "corpus" / "decode"
+    seeds = sorted(corpus.iterdir())
+    assert len(seeds) >= 10
+    limits = {0: 1 << 20, 1: 64 << 10, 2: 256, 3: 0}
+    for seed in seeds:
+        raw = seed.read_bytes()
+        opts, data = raw[:2], raw[2:]
+        start, end = (-(2**63), 2**63 - 1) if opts[1] == 0 else (opts[1] & 0xF, (opts[1] & 0xF) + (opts[1] >> 4))
+        try:
+            pylog_native.decode_batches(data, start, end, bool(opts[0] & 1), bool(opts[0] & 2),
+                                        limits[(opts[0] >> 2) & 3])
+        except pylog_native.DecodeError as e:
+            assert seed.name == "small_limit" and "expands beyond 256 bytes" in str(e), (seed.name, e)
