@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import json
 from dataclasses import dataclass, field
-from typing import Mapping
+from typing import Any, Mapping
 
 OFFSETS_PREFIX = "pylog.offsets:"
 GENERATION_PREFIX = "pylog.generation:"
@@ -47,18 +47,26 @@ def offsets_to_txns(app_id: str, offsets: Mapping[str, Mapping[int, int]]) -> di
     return out
 
 
+def _owned(txns: Mapping[str, int], prefix: str, app_id: str) -> list[tuple[list[Any], int]]:
+    """(the JSON fields after the app id, version) of every `prefix[app id, ...]` txn of `app_id`."""
+    out = []
+    for key, version in txns.items():
+        if not key.startswith(prefix):
+            continue
+        try:
+            owner, *rest = json.loads(key[len(prefix):])
+        except (ValueError, TypeError):
+            continue
+        if owner == app_id and len(rest) == 2:
+            out.append((rest, int(version)))
+    return out
+
+
 def offsets_from_txns(txns: Mapping[str, int], app_id: str) -> Offsets:
     """The offsets stored for `app_id` among a table's txn actions, as {topic: {partition: next offset}}."""
     out: Offsets = {}
-    for key, version in txns.items():
-        if not key.startswith(OFFSETS_PREFIX):
-            continue
-        try:
-            owner, topic, partition = json.loads(key[len(OFFSETS_PREFIX):])
-        except (ValueError, TypeError):
-            continue
-        if owner == app_id:
-            out.setdefault(topic, {})[int(partition)] = int(version)
+    for (topic, partition), version in _owned(txns, OFFSETS_PREFIX, app_id):
+        out.setdefault(topic, {})[int(partition)] = version
     return {t: dict(sorted(p.items())) for t, p in sorted(out.items())}
 
 
@@ -95,15 +103,9 @@ def topic_ids_to_txns(app_id: str, topic_ids: Mapping[str, str], table_version: 
 def topic_ids_from_txns(txns: Mapping[str, int], app_id: str) -> dict[str, str]:
     """{topic: id} last recorded for `app_id` (the entry with the highest table version wins)."""
     best: dict[str, tuple[int, str]] = {}
-    for key, version in txns.items():
-        if not key.startswith(TOPIC_ID_PREFIX):
-            continue
-        try:
-            owner, topic, tid = json.loads(key[len(TOPIC_ID_PREFIX):])
-        except (ValueError, TypeError):
-            continue
-        if owner == app_id and (topic not in best or version > best[topic][0]):
-            best[topic] = (int(version), str(tid))
+    for (topic, tid), version in _owned(txns, TOPIC_ID_PREFIX, app_id):
+        if topic not in best or version > best[topic][0]:
+            best[topic] = (version, str(tid))
     return {t: v[1] for t, v in sorted(best.items())}
 
 

@@ -10,6 +10,7 @@ A re-created topic, or offsets that aged out, fail the run when source.fail.on.d
 """
 from __future__ import annotations
 
+import json
 import logging
 
 from connectors.offset_manager import OffsetManager, live_log, resume_from
@@ -55,7 +56,7 @@ def run(cfg: JobConfig) -> int:
     rows = table_rows(df, cfg.get("value.schema"))
     writer = (rows.write.format("pylog-delta").mode("append").option("path", table).option("appId", app_id)
               .option("batchId", str(batch_id)).option("offsets", to_starting_offsets_json(ends))
-              .option("topicIds", _json(topic_ids)).option("mergeSchema", cfg.get("sink.merge.schema", "false")))
+              .option("topicIds", json.dumps(topic_ids, sort_keys=True)).option("mergeSchema", cfg.get("sink.merge.schema", "false")))
     if cfg.get("sink.partition.by"):
         writer = writer.option("partitionBy", cfg.require("sink.partition.by"))
     with BatchProgress(spark, "loading", records):
@@ -67,9 +68,3 @@ def run(cfg: JobConfig) -> int:
         except Exception as e:  # noqa: BLE001
             log.warning("could not mirror offsets to group %s: %s", cfg.get("group.mirror"), e)
     return 0
-
-
-def _json(value: dict[str, str]) -> str:
-    import json
-
-    return json.dumps(value, sort_keys=True)

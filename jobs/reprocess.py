@@ -100,7 +100,8 @@ def run(cfg: JobConfig) -> int:
     if kind == "offsets":
         starts = strict_offsets(value, live)
     else:
-        starts = rewind_offsets(bootstrap, topics, timestamp_ms=value)
+        starts = rewind_offsets(bootstrap, topics, timestamp_ms=value) if kind == "timestamp" else \
+            {t: {p: live.earliest[(t, p)] for p in parts} for t, parts in ends.items()}
     records = sum(max(0, e - starts[t][p]) for t, parts in ends.items() for p, e in parts.items())
     spark = build_session(cfg, f"pylog reprocess {app_id}")
     df = (spark.read.format("pylog").options(**source_options(cfg))

@@ -53,10 +53,12 @@ def _encode(specs: list[dict]) -> bytes:
 
 
 def _rows(decoded: pa.RecordBatch) -> list[dict]:
+    # exact integer milliseconds (datetime.timestamp() is a float and rounds 1.001 s down to 1000 ms)
+    micros = decoded.column("timestamp").cast(pa.int64()).to_pylist()
     return [{"key": r["key"], "value": r["value"], "offset": r["offset"],
-             "timestamp_ms": int(r["timestamp"].timestamp() * 1000) if r["timestamp"] else None,
+             "timestamp_ms": us // 1000 if us is not None else None,
              "timestamp_type": r["timestampType"], "headers": [(h["key"], h["value"]) for h in r["headers"]]}
-            for r in decoded.to_pylist()]
+            for r, us in zip(decoded.to_pylist(), micros)]
 
 
 @settings(max_examples=300, deadline=None, suppress_health_check=list(HealthCheck))
