@@ -1,8 +1,8 @@
 """Bounded reads for batch jobs and reprocessing: `spark.read.format("pylog")`.
 
-Owns the batch plan: resolve `starting*`/`ending*` once on the driver, one task per offset range
-(split by minPartitions / maxRecordsPerPartition). Never keeps Kafka clients beyond planning; the
-ranges themselves are read by `partition_reader` on executors.
+Owns the batch plan: resolve `starting*`/`ending*` once on the driver, then tasks from
+`planner.plan_tasks` (split by minPartitions / maxRecordsPerPartition, small ranges coalesced).
+Never keeps Kafka clients beyond planning; executors read the ranges (`executor.read_task`).
 """
 from __future__ import annotations
 
@@ -12,11 +12,12 @@ from typing import Iterator, Sequence
 import pyarrow as pa
 from pyspark.sql.datasource import DataSourceReader, InputPartition
 
+from sparklog.executor import read_task
 from sparklog.offset_reader import OffsetReader
 from sparklog.offsets import format_tp
 from sparklog.options import ReadOptions
-from sparklog.partition_reader import ReaderSettings, read_range
-from sparklog.planner import OffsetRange, RangePartition, split_ranges
+from sparklog.planner import OffsetRange, RangePartition, plan_tasks
+from sparklog.reader_settings import ReaderSettings
 
 log = logging.getLogger(__name__)
 
@@ -47,11 +48,11 @@ class PylogBatchReader(DataSourceReader):
         return ranges
 
     def partitions(self) -> Sequence[InputPartition]:
-        ranges = split_ranges(self.offset_ranges(), self.opts.min_partitions, self.opts.max_records_per_partition)
-        log.info("pylog batch read: %d task(s) over %d record(s)", len(ranges), sum(r.size for r in ranges))
-        return [RangePartition(r) for r in ranges]
+        tasks = plan_tasks(self.offset_ranges(), self.opts.min_partitions, self.opts.max_records_per_partition)
+        log.info("pylog batch read: %d task(s) over %d record(s)", len(tasks), sum(t.size for t in tasks))
+        return tasks
 
     def read(self, partition: InputPartition) -> Iterator[pa.RecordBatch]:
         if not isinstance(partition, RangePartition):   # Spark's single placeholder when nothing to read
             return iter(())
-        return read_range(partition.range, self.settings)
+        return read_task(partition, self.settings)

@@ -34,3 +34,24 @@ def report_data_loss(message: str, fail_on_data_loss: bool, logger: logging.Logg
     if fail_on_data_loss:
         raise DataLossError(f"{message}. {INSTRUCTION_FOR_FAIL_ON_DATA_LOSS_TRUE}")
     logger.warning("%s. %s", message, INSTRUCTION_FOR_FAIL_ON_DATA_LOSS_FALSE)
+
+
+# --- what the executors' readers report, worded once for both read paths ---------------------------
+
+def records_aged_out(topic: str, partition: int, offset: int, log_start: int, end: int) -> str:
+    return (f"Cannot fetch offset {offset} (TopicPartition: {topic}-{partition}): the log now starts at offset "
+            f"{log_start}; skipping [{offset}, {min(log_start, end)})")
+
+
+def end_beyond_log(topic: str, partition: int, end: int, high_watermark: int) -> str:
+    return (f"The end offset {end} of {topic}-{partition} is beyond the partition's high watermark {high_watermark} "
+            f"(was the topic deleted, re-created or truncated?); reading up to {high_watermark} only")
+
+
+def partition_gone(topic: str, partition: int, offset: int, end: int) -> str:
+    return f"Topic-partition {topic}-{partition} no longer exists; offsets [{offset}, {end}) cannot be read"
+
+
+def corrupt_records(topic: str, partition: int, offset: int, end: int, detail: str) -> str:
+    return (f"The records of {topic}-{partition} at offset {offset} are corrupt ({detail}); "
+            f"offsets [{offset}, {end}) cannot be read")

@@ -14,6 +14,7 @@ from dataclasses import dataclass
 from typing import Any, NamedTuple
 
 import pyarrow as pa
+import pyarrow.compute as pc
 
 import pylog_native
 from sparklog.schema import ARROW_HEADERS, ARROW_TIMESTAMP
@@ -52,7 +53,7 @@ def _var(d: dict[str, Any], name: str, typ: pa.DataType, n: int) -> pa.Array:
                                           _buf(d[f"{name}_data"])], null_count=d[f"{name}_nulls"])
 
 
-def decode_range(data: bytes, topic: str, partition: int, start: int, end: int, schema: pa.Schema,
+def decode_range(data: bytes | memoryview, topic: str, partition: int, start: int, end: int, schema: pa.Schema,
                  include_headers: bool, verify_crc: bool = True) -> DecodedRange:
     """Rows of the records with offsets in [start, end) among the complete batches of `data`."""
     try:
@@ -75,7 +76,9 @@ def decode_range(data: bytes, topic: str, partition: int, start: int, end: int, 
         struct = pa.StructArray.from_arrays([_var(d, "header_key", pa.string(), m),
                                              _var(d, "header_value", pa.binary(), m)],
                                             fields=list(ARROW_HEADERS.value_type))
-        columns.append(pa.Array.from_buffers(ARROW_HEADERS, n, [None, _buf(d["headers_offsets"])], children=[struct]))
+        offsets = pa.Array.from_buffers(pa.int32(), n + 1, [None, _buf(d["headers_offsets"])])
+        none = pc.equal(pc.subtract(offsets[1:], offsets[:-1]), 0)   # no headers: null, as Spark's connector
+        columns.append(pa.ListArray.from_arrays(offsets, struct, type=ARROW_HEADERS, mask=none))
     batches = [BatchInfo(*b) for b in d["batches"]]
     return DecodedRange(pa.RecordBatch.from_arrays(columns, schema=schema), d["next_offset"], d["consumed"], batches)
 
@@ -94,5 +97,5 @@ def reference_decode(data: bytes, start: int, end: int) -> list[dict[str, Any]]:
         for r in decode_records(batch):
             if start <= r.offset < end:
                 rows.append({"key": r.key, "value": r.value, "offset": r.offset, "timestamp_ms": r.timestamp,
-                             "timestamp_type": h.timestamp_type, "headers": list(r.headers)})
+                             "timestamp_type": h.timestamp_type, "headers": list(r.headers) or None})
     return rows

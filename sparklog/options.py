@@ -11,7 +11,7 @@ import logging
 import re
 import uuid
 from dataclasses import dataclass, field
-from typing import Mapping, Optional
+from typing import Literal, Mapping, Optional
 
 from sparklog import offsets as off
 from sparklog.schema import (
@@ -67,6 +67,10 @@ class Strategy:
     partitions: tuple[off.TopicPartition, ...] = ()
 
 
+Fetcher = Literal["auto", "native", "librdkafka"]
+FETCHERS: tuple[str, ...] = ("auto", "native", "librdkafka")
+
+
 @dataclass(frozen=True)
 class ReadOptions:
     bootstrap_servers: str
@@ -87,6 +91,7 @@ class ReadOptions:
     group_id: str = ""                          # consumer group.id (never joined, never committed)
     custom_group_id: bool = False               # group_id came from kafka.group.id (used as is)
     commit_to_group: Optional[str] = None       # mirror committed batch ends into this group
+    fetcher: Fetcher = "auto"                   # how executors read records (see sparklog.reader_settings)
 
 
 @dataclass(frozen=True)
@@ -330,6 +335,24 @@ def _check_unmatched(start: off.OffsetSpec, end: off.OffsetSpec) -> None:
                                   f"end {what} {eo} in the batch query. Please check the options.")
 
 
+def _fetcher(value: str, params: Mapping[str, str]) -> Fetcher:
+    """The `fetcher` option: auto (native unless the connection needs TLS or SASL), native, librdkafka."""
+    v = value.strip().lower()
+    if v not in FETCHERS:
+        raise OptionError(f"fetcher must be one of {', '.join(FETCHERS)}, not {value!r}")
+    if v == "native" and needs_librdkafka(params):
+        raise OptionError("fetcher 'native' speaks plain TCP only; this connection needs librdkafka "
+                          f"(security.protocol={params.get('security.protocol', 'PLAINTEXT')}, or ssl./sasl. "
+                          "settings): use fetcher 'auto' or 'librdkafka'")
+    return v   # type: ignore[return-value]
+
+
+def needs_librdkafka(params: Mapping[str, str]) -> bool:
+    """Whether the client settings ask for TLS or SASL, which only the librdkafka path speaks."""
+    protocol = params.get("security.protocol", "plaintext").strip().lower()
+    return protocol != "plaintext" or any(k.startswith(("ssl.", "sasl.")) for k in params)
+
+
 def _read_options(opts: dict[str, str], starting: off.OffsetSpec, ending: off.OffsetSpec, prefix: str) -> ReadOptions:
     params = kafka_params(opts)
     custom = "group.id" in params
@@ -353,6 +376,7 @@ def _read_options(opts: dict[str, str], starting: off.OffsetSpec, ending: off.Of
         group_id=group_id,
         custom_group_id=custom,
         commit_to_group=opts["committogroup"].strip() if "committogroup" in opts else None,
+        fetcher=_fetcher(opts.get("fetcher", "auto"), params),
     )
 
 

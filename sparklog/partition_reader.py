@@ -1,6 +1,7 @@
-"""Executor side: read exactly one offset range [start, end) of one partition into Arrow batches.
+"""Executor side, librdkafka path: read one offset range [start, end) of one partition into Arrow batches.
 
-Owns the per-task confluent-kafka Consumer (assign + seek, no group membership, no commits, fetch
+Used where the native fetcher (`fetch_reader`) cannot go: TLS and SASL connections, or
+`fetcher=librdkafka`. Owns the per-task confluent-kafka Consumer (assign + seek, no group membership, no commits, fetch
 settings tuned for bulk reads), the stop rule (next offset >= end, or the partition's end reached
 with only gaps left: compaction, transaction markers), data-loss checks against the partition's
 watermarks, and bounded retries of transient errors. Never talks to the driver (everything it needs
@@ -12,21 +13,26 @@ import gc
 import logging
 import time
 from bisect import bisect_left
-from dataclasses import dataclass
 from typing import Iterator, Optional
 
 import pyarrow as pa
 from confluent_kafka import Consumer, KafkaError, KafkaException, Message, TopicPartition as KTP
 
-from sparklog import consumer_pool
-from sparklog.errors import RangeReadError, report_data_loss
-from sparklog.options import ReadOptions
+from sparklog.client_pool import ClientPool
+from sparklog.errors import (
+    RangeReadError,
+    end_beyond_log,
+    partition_gone,
+    records_aged_out,
+    report_data_loss,
+)
+from sparklog.kafka_log import with_logger
 from sparklog.planner import OffsetRange
+from sparklog.reader_settings import ReaderSettings
 from sparklog.records import to_record_batch
 from sparklog.schema import (
     ARROW_BATCH_ROWS,
     CONSUME_BATCH,
-    EXECUTOR_CONSUMER_DEFAULTS,
     RETRY_BACKOFF_S,
     TRANSIENT_RETRIES,
     arrow_schema,
@@ -42,30 +48,11 @@ _TRANSIENT = frozenset({
     KafkaError.KAFKA_STORAGE_ERROR, KafkaError.FENCED_LEADER_EPOCH, KafkaError.UNKNOWN_LEADER_EPOCH,
 })
 _OUT_OF_RANGE = frozenset({KafkaError.OFFSET_OUT_OF_RANGE, KafkaError._AUTO_OFFSET_RESET})
+_POOL: ClientPool[Consumer] = ClientPool(close=Consumer.close, reset=Consumer.unassign)
 
 
-@dataclass(frozen=True)
-class ReaderSettings:
-    """What an executor needs to read ranges; built on the driver, pickled with the reader."""
-
-    consumer_conf: dict[str, object]
-    include_headers: bool
-    fail_on_data_loss: bool
-    poll_timeout_ms: int
-
-    @classmethod
-    def from_options(cls, opts: ReadOptions) -> "ReaderSettings":
-        conf: dict[str, object] = dict(EXECUTOR_CONSUMER_DEFAULTS)
-        conf.update(opts.kafka_params)
-        conf.update({
-            "bootstrap.servers": opts.bootstrap_servers,
-            "group.id": opts.group_id if opts.custom_group_id else f"{opts.group_id}-executor",
-            "enable.auto.commit": False,
-            "enable.auto.offset.store": False,
-            "enable.partition.eof": True,
-            "auto.offset.reset": "error",
-        })
-        return cls(conf, opts.include_headers, opts.fail_on_data_loss, opts.poll_timeout_ms)
+def _conf_key(conf: dict[str, object]) -> tuple:
+    return tuple(sorted((k, str(v)) for k, v in conf.items()))
 
 
 class _Reopen(Exception):
@@ -93,27 +80,26 @@ class RangeReader:
     def _close(self, healthy: bool = False) -> None:
         if self._consumer is not None:
             c, self._consumer = self._consumer, None
-            consumer_pool.release(self.s.consumer_conf, c, healthy)
+            _POOL.release(_conf_key(self.s.consumer_conf), c, healthy)
 
     def _open(self) -> None:
         """New consumer; check the range against the partition's watermarks; assign at next_offset."""
         tp = KTP(self.rng.topic, self.rng.partition)
         try:
-            self._consumer = consumer_pool.acquire(self.s.consumer_conf)
+            conf = self.s.consumer_conf
+            self._consumer = _POOL.acquire(_conf_key(conf), lambda: Consumer(with_logger(conf)))
             low, high = self._consumer.get_watermark_offsets(tp, timeout=max(10.0, self.s.poll_timeout_ms / 4000),
                                                              cached=False)
         except KafkaException as e:
             self._transient(e.args[0] if e.args else None, str(e))
             raise _Reopen() from e
         if self.next_offset < low:
-            report_data_loss(f"Cannot fetch offset {self.next_offset} (TopicPartition: {self.rng.topic}-"
-                             f"{self.rng.partition}): the log now starts at offset {low}; skipping "
-                             f"[{self.next_offset}, {min(low, self.end)})", self.s.fail_on_data_loss, log)
+            report_data_loss(records_aged_out(self.rng.topic, self.rng.partition, self.next_offset, low, self.end),
+                             self.s.fail_on_data_loss, log)
             self.next_offset = min(low, self.end)
         if high < self.end:
-            report_data_loss(f"The end offset {self.end} of {self.rng.topic}-{self.rng.partition} is beyond the "
-                             f"partition's high watermark {high} (was the topic deleted, re-created or truncated?); "
-                             f"reading up to {high} only", self.s.fail_on_data_loss, log)
+            report_data_loss(end_beyond_log(self.rng.topic, self.rng.partition, self.end, high),
+                             self.s.fail_on_data_loss, log)
             self.end = max(high, self.next_offset)
         if self.next_offset < self.end:
             self._consumer.assign([KTP(self.rng.topic, self.rng.partition, self.next_offset)])
@@ -151,8 +137,8 @@ class RangeReader:
                                          f"{self._failures} times in a row")
                 return eof, True   # reopen: the watermark check moves next_offset to the log start
             elif code == KafkaError.UNKNOWN_TOPIC_OR_PART:
-                report_data_loss(f"Topic-partition {self.rng.topic}-{self.rng.partition} no longer exists; "
-                                 f"offsets [{self.next_offset}, {self.end}) cannot be read", self.s.fail_on_data_loss, log)
+                report_data_loss(partition_gone(self.rng.topic, self.rng.partition, self.next_offset, self.end),
+                                 self.s.fail_on_data_loss, log)
                 self.next_offset = self.end
                 return eof, False
             else:
@@ -220,10 +206,3 @@ class RangeReader:
 
     def _batch(self, messages: list[Message]) -> pa.RecordBatch:
         return to_record_batch(messages, self.rng.topic, self.rng.partition, self._schema, self.s.include_headers)
-
-
-def read_range(rng: OffsetRange, settings: ReaderSettings) -> Iterator[pa.RecordBatch]:
-    """The batches of one range, in offset order; empty ranges yield nothing."""
-    if rng.end <= rng.start:
-        return iter(())
-    return iter(RangeReader(rng, settings))

@@ -1,16 +1,20 @@
 """Turn offsets into Spark tasks, and cap a micro-batch: pure arithmetic, as Spark's Kafka connector does it.
 
-Owns: `OffsetRange` (one topic-partition's [start, end)), the `RangePartition` handed to Spark (one
-task per range), `split_ranges` (maxRecordsPerPartition and minPartitions splitting without gaps or
-overlaps, like `KafkaOffsetRangeCalculator`) and `rate_limit` (maxOffsetsPerTrigger split across
-partitions in proportion to their backlog, like `KafkaMicroBatchStream.rateLimit`).
+Owns: `OffsetRange` (one topic-partition's [start, end)), the `RangePartition` handed to Spark (the
+ranges one task reads), `split_ranges` (maxRecordsPerPartition and minPartitions splitting without
+gaps or overlaps, like `KafkaOffsetRangeCalculator`), `coalesce` (small ranges of many partitions
+packed into fewer tasks, which Spark's connector does not do), `plan_tasks` (the two together: the
+one place tasks are planned) and `rate_limit` (maxOffsetsPerTrigger split across partitions in
+proportion to their backlog, like `KafkaMicroBatchStream.rateLimit`).
 Never talks to a broker or to Spark.
 """
 from __future__ import annotations
 
 import math
 from dataclasses import dataclass
-from typing import Iterable, Mapping, Optional
+import heapq
+import os
+from typing import Iterable, Mapping, Optional, Sequence
 
 from pyspark.sql.datasource import InputPartition
 
@@ -39,11 +43,15 @@ class OffsetRange:
 
 
 class RangePartition(InputPartition):
-    """What one Spark task reads: one offset range."""
+    """What one Spark task reads: one or more offset ranges, one after the other."""
 
-    def __init__(self, rng: OffsetRange) -> None:
-        super().__init__(rng)
-        self.range = rng
+    def __init__(self, ranges: Sequence[OffsetRange]) -> None:
+        super().__init__(tuple(ranges))
+        self.ranges = tuple(ranges)
+
+    @property
+    def size(self) -> int:
+        return sum(r.size for r in self.ranges)
 
 
 def _divide(rng: OffsetRange, parts: int) -> list[OffsetRange]:
@@ -77,6 +85,51 @@ def split_ranges(ranges: Iterable[OffsetRange], min_partitions: Optional[int] = 
         parts = max(math.floor(r.size / total * min_partitions + 0.5), 1)  # Scala's math.round
         out.extend(_divide(r, parts))
     return out
+
+
+# A task reading fewer records than this is mostly fixed cost (a Python worker round trip, a
+# connection, a Fetch): coalescing packs ranges into tasks until each holds about this many.
+TASK_RECORDS = 1_000_000
+
+
+def coalesce(ranges: Sequence[OffsetRange], slots: int, task_records: int = TASK_RECORDS) -> list[RangePartition]:
+    """Pack ranges into tasks: as many as the total needs at `task_records` each, rounded up to a
+    multiple of `slots` (so every slot gets work in each wave), never more than there are ranges.
+    Largest ranges first into the least loaded task; each task reads its ranges in (topic,
+    partition, start) order. No range is split or dropped."""
+    if not ranges:
+        return []
+    total = sum(r.size for r in ranges)
+    slots = max(slots, 1)
+    tasks = max(slots, math.ceil(total / task_records))
+    tasks = min(len(ranges), math.ceil(tasks / slots) * slots)
+    heap: list[tuple[int, int]] = [(0, i) for i in range(tasks)]
+    bins: list[list[OffsetRange]] = [[] for _ in range(tasks)]
+    for r in sorted(ranges, key=lambda r: (-r.size, r.topic, r.partition, r.start)):
+        load, i = heapq.heappop(heap)
+        bins[i].append(r)
+        heapq.heappush(heap, (load + r.size, i))
+    return [RangePartition(sorted(b, key=lambda r: (r.topic, r.partition, r.start))) for b in bins if b]
+
+
+def default_slots() -> int:
+    """Tasks that run at once when minPartitions is not set: the cores of the planning machine
+    (a Python data source is planned in a worker beside the driver and cannot see Spark's
+    defaultParallelism; on a cluster, minPartitions says how many tasks to plan)."""
+    return os.cpu_count() or 1
+
+
+def plan_tasks(ranges: Iterable[OffsetRange], min_partitions: Optional[int] = None,
+               max_records_per_partition: Optional[int] = None, slots: Optional[int] = None) -> list[RangePartition]:
+    """The tasks of one read: ranges split as Spark's connector splits them, then coalesced to
+    about `slots` (minPartitions when set) tasks. A task never reads more than
+    maxRecordsPerPartition records: with that option, ranges are not packed beyond it."""
+    pieces = split_ranges(ranges, min_partitions, max_records_per_partition)
+    per_task = min(TASK_RECORDS, max_records_per_partition or TASK_RECORDS)
+    tasks = coalesce(pieces, min_partitions or slots or default_slots(), per_task)
+    if max_records_per_partition and any(t.size > max_records_per_partition for t in tasks):
+        return [RangePartition([r]) for r in pieces]
+    return tasks
 
 
 def ranges_between(start: Mapping[TopicPartition, int], end: Mapping[TopicPartition, int]) -> list[OffsetRange]:

@@ -26,12 +26,13 @@ from pyspark.sql.streaming.datasource import (
 
 from sparklog import offsets as off
 from sparklog.errors import report_data_loss
+from sparklog.executor import read_task
 from sparklog.log_changes import LogChange, find_changes, resume_offsets
 from sparklog.offset_reader import OffsetReader
 from sparklog.options import ReadOptions
-from sparklog.partition_reader import ReaderSettings, read_range
-from sparklog.planner import OffsetRange, RangePartition, backlog, rate_limit, split_ranges
+from sparklog.planner import OffsetRange, RangePartition, backlog, plan_tasks, rate_limit
 from sparklog.progress import GroupProgress
+from sparklog.reader_settings import ReaderSettings
 
 log = logging.getLogger(__name__)
 
@@ -170,12 +171,11 @@ class PylogStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
             if frm is None:
                 continue
             ranges.append(OffsetRange(tp[0], tp[1], frm, until[tp]))
-        return [RangePartition(r) for r in
-                split_ranges(ranges, self.opts.min_partitions, self.opts.max_records_per_partition)]
+        return plan_tasks(ranges, self.opts.min_partitions, self.opts.max_records_per_partition)
 
     def read(self, partition: InputPartition) -> Iterator[pa.RecordBatch]:
         assert isinstance(partition, RangePartition), f"unexpected partition {partition!r}"
-        return read_range(partition.range, self.settings)
+        return read_task(partition, self.settings)
 
     # --- progress ----------------------------------------------------------------------------------
 

@@ -60,12 +60,12 @@ def response_schema(api_key: int, api_version: int) -> type:
 
 
 @lru_cache(maxsize=None)
-def _reader(cls: type) -> Any:
+def entity_decoder(cls: type) -> Any:
     return entity_reader(cls)
 
 
 @lru_cache(maxsize=None)
-def _writer(cls: type) -> Any:
+def entity_encoder(cls: type) -> Any:
     return entity_writer(cls)
 
 
@@ -101,7 +101,7 @@ def decode_request(frame: bytes | memoryview, schema: type) -> Request:
             size = end - pos
         else:
             check_lengths(schema, frame, pos)  # kio aborts the process on absurd array lengths
-            body, size = _reader(schema)(frame, pos)
+            body, size = entity_decoder(schema)(frame, pos)
     except MalformedRequestError as e:
         e.correlation_id = correlation_id
         raise
@@ -124,7 +124,7 @@ def response_header(api_key: int, correlation_id: int, flexible: bool) -> bytes:
 
 def encode_body(entity: Any) -> bytes:
     buf = io.BytesIO()
-    _writer(type(entity))(buf, entity)
+    entity_encoder(type(entity))(buf, entity)
     return buf.getvalue()
 
 
@@ -140,10 +140,10 @@ def preload_schemas(versions: Iterable[tuple[int, int]]) -> int:
     for api_key, version in versions:
         schema = request_schema(api_key, version)
         if schema is not None and api_key != PRODUCE_KEY:
-            _reader(schema)
+            entity_decoder(schema)
             count += 1
         try:
-            _writer(response_schema(api_key, version))
+            entity_encoder(response_schema(api_key, version))
         except (KioIndexError, ImportError, AttributeError, ValueError):
             continue
     return count

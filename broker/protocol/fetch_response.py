@@ -1,17 +1,21 @@
-"""Fetch response encoding that leaves record data in files. Sans I/O.
+"""The Fetch response on the wire, both ways, with record sets never copied. Sans I/O.
 
-Fetch is the one response not built through kio: its record sets are regions of segment files that
-the server sends with `os.sendfile`. `encode_fetch_response` returns a list of chunks, each either
-`bytes` or a `FileRegion`, whose concatenation is the complete response frame (size prefix included).
-Covers Fetch v4-v12 (v12 is the first flexible version).
+Fetch is the one response not built or read through kio, because of its record sets:
+- the broker's `encode_fetch_response` returns a list of chunks, each either `bytes` or a
+  `FileRegion` of a segment file that the server sends with `os.sendfile`; their concatenation is
+  the complete response frame (size prefix included);
+- the Spark source's client reads a response with `decode_fetch_response`, whose record sets are
+  `memoryview` slices of the received frame, handed to the native decoder as they are.
+Covers Fetch v4-v12 (v12 is the first flexible version). The decoder trusts no length: every one is
+checked against the bytes left, and a malformed response raises `FetchResponseError`.
 """
 from __future__ import annotations
 
 import struct
 from dataclasses import dataclass
-from typing import Protocol, Sequence, Union
+from typing import Any, Protocol, Sequence, Union
 
-from broker.protocol.varint import write_uvarint
+from broker.protocol.varint import VarintError, read_uvarint, skip_tagged_fields, write_uvarint
 
 _I16 = struct.Struct(">h")
 _I32 = struct.Struct(">i")
@@ -75,6 +79,8 @@ def encode_fetch_response(
         head += _array_len(len(partitions), flexible)
         for p in partitions:
             head += _PARTITION_HEAD.pack(p.index, p.error_code, p.high_watermark, p.last_stable_offset, p.log_start_offset)
+            if version < 5:
+                del head[-8:]  # log start offset: v5+
             head += _array_len(0, flexible)  # aborted transactions: none (no transactions)
             if version >= 11:
                 head += _I32.pack(-1)  # preferred read replica
@@ -96,3 +102,116 @@ def encode_fetch_response(
     chunks.append(bytes(head))
     total = sum(len(c) if isinstance(c, (bytes, bytearray)) else c.length for c in chunks)
     return [_I32.pack(total), *chunks]
+
+
+class FetchResponseError(ValueError):
+    """A Fetch response that does not follow the schema of its version."""
+
+
+@dataclass(slots=True)
+class FetchedPartition:
+    """One partition of a decoded Fetch response; `records` is a view into the response frame."""
+
+    topic: str
+    index: int
+    error_code: int
+    high_watermark: int
+    last_stable_offset: int
+    log_start_offset: int
+    aborted_transactions: list[tuple[int, int]]   # (producer id, first offset), read_committed only
+    records: memoryview | None
+
+
+@dataclass(slots=True)
+class FetchResponse:
+    throttle_time_ms: int
+    error_code: int
+    session_id: int
+    partitions: list[FetchedPartition]
+
+
+class _Cursor:
+    """Bounds-checked reads over one response body."""
+
+    __slots__ = ("buf", "pos", "flexible")
+
+    def __init__(self, buf: memoryview, pos: int, flexible: bool) -> None:
+        self.buf, self.pos, self.flexible = buf, pos, flexible
+
+    def _take(self, n: int) -> int:
+        start = self.pos
+        if n < 0 or start + n > len(self.buf):
+            raise FetchResponseError(f"{n} bytes needed at byte {start} of a {len(self.buf)}-byte response")
+        self.pos += n
+        return start
+
+    def unpack(self, fmt: struct.Struct) -> tuple[Any, ...]:
+        return fmt.unpack_from(self.buf, self._take(fmt.size))
+
+    def _length(self, width: int) -> int:
+        """A length prefix: compact (uvarint of n + 1) when flexible, else int16 or int32 (`width`
+        bytes); -1 for null."""
+        if self.flexible:
+            n, self.pos = read_uvarint(self.buf, self.pos)
+            return int(n) - 1
+        return int(self.unpack(_I16 if width == 2 else _I32)[0])
+
+    def string(self) -> str:
+        n = self._length(2)
+        if n < 0:
+            raise FetchResponseError(f"null topic name at byte {self.pos}")
+        start = self._take(n)
+        return str(self.buf[start:start + n], "utf-8")
+
+    def array_len(self, element_bytes: int) -> int:
+        n = self._length(4)
+        if n > (len(self.buf) - self.pos) // max(element_bytes, 1):
+            raise FetchResponseError(f"an array of {n} elements cannot fit in the response at byte {self.pos}")
+        return n
+
+    def records(self) -> memoryview | None:
+        n = self._length(4)
+        if n < 0:
+            return None
+        start = self._take(n)
+        return self.buf[start:start + n]
+
+    def tagged_fields(self) -> None:
+        if self.flexible:
+            self.pos = skip_tagged_fields(self.buf, self.pos)
+
+
+_THROTTLE = struct.Struct(">i")
+_SESSION = struct.Struct(">hi")
+_PARTITION_V4 = struct.Struct(">ihqq")   # index, error, high watermark, last stable offset
+_ABORTED = struct.Struct(">qq")          # producer id, first offset
+
+
+def decode_fetch_response(body: memoryview, version: int) -> FetchResponse:
+    """A Fetch response body (after the response header) of `version` 4-12."""
+    if not 4 <= version <= 12:
+        raise FetchResponseError(f"Fetch v{version} responses are not supported (v4-v12 are)")
+    c = _Cursor(body, 0, version >= 12)
+    try:
+        (throttle,) = c.unpack(_THROTTLE)
+        error_code, session_id = c.unpack(_SESSION) if version >= 7 else (0, 0)
+        partitions: list[FetchedPartition] = []
+        for _ in range(max(c.array_len(2), 0)):
+            topic = c.string()
+            for _ in range(max(c.array_len(_PARTITION_V4.size), 0)):
+                index, error, high, stable = c.unpack(_PARTITION_V4)
+                log_start = c.unpack(_I64)[0] if version >= 5 else -1
+                aborted: list[tuple[int, int]] = []
+                for _ in range(max(c.array_len(_ABORTED.size), 0)):
+                    aborted.append(c.unpack(_ABORTED))
+                    c.tagged_fields()
+                if version >= 11:
+                    c.unpack(_I32)   # preferred read replica: we always read from the leader
+                records = c.records()
+                c.tagged_fields()
+                partitions.append(FetchedPartition(topic, index, error, high, stable, log_start, aborted, records))
+            c.tagged_fields()
+        c.tagged_fields()
+    except (struct.error, VarintError, UnicodeDecodeError) as e:
+        raise FetchResponseError(f"malformed Fetch v{version} response: {e}") from None
+    return FetchResponse(throttle, error_code, session_id, partitions)

@@ -1,6 +1,7 @@
 //! pylog_native: Kafka record batch v2 → Arrow buffers, for the `pylog` Spark source.
 //!
-//! `decode_batches(data, start, end, include_headers, verify_crc, max_batch_bytes)` returns a dict of
+//! `decode_batches(data, start, end, include_headers, verify_crc, max_batch_bytes)` (data: any contiguous
+//! byte buffer: bytes, or a memoryview of a received response, read in place) returns a dict of
 //! Arrow buffers (as `Buffer` objects that expose the buffer protocol, so pyarrow wraps them without
 //! a copy) plus row count, next offset and per-batch metadata. Every byte is untrusted: errors are
 //! `DecodeError` with a message naming the batch's base offset and the byte position; no panic and
@@ -16,6 +17,7 @@ pub mod reader;
 mod python {
     use std::os::raw::{c_int, c_void};
 
+    use pyo3::buffer::PyBuffer;
     use pyo3::create_exception;
     use pyo3::exceptions::{PyBufferError, PyValueError};
     use pyo3::ffi;
@@ -72,10 +74,16 @@ mod python {
 
     #[pyfunction]
     #[pyo3(signature = (data, start, end, include_headers=false, verify_crc=true, max_batch_bytes=256 * 1024 * 1024))]
-    fn decode_batches<'py>(py: Python<'py>, data: &[u8], start: i64, end: i64, include_headers: bool, verify_crc: bool,
-                           max_batch_bytes: usize) -> PyResult<Bound<'py, PyDict>> {
+    fn decode_batches<'py>(py: Python<'py>, data: PyBuffer<u8>, start: i64, end: i64, include_headers: bool,
+                           verify_crc: bool, max_batch_bytes: usize) -> PyResult<Bound<'py, PyDict>> {
+        if !data.is_c_contiguous() {
+            return Err(PyBufferError::new_err("decode_batches needs a contiguous buffer"));
+        }
+        // SAFETY: the buffer is contiguous, `data` keeps the exporter alive and its view locked until it
+        // is dropped at the end of this function, and the decoder only reads.
+        let bytes: &[u8] = unsafe { std::slice::from_raw_parts(data.buf_ptr() as *const u8, data.len_bytes()) };
         let opts = Options { start, end, include_headers, verify_crc, max_batch_bytes };
-        let decoded = py.detach(|| decode(data, &opts)).map_err(|e| DecodeError::new_err(e.to_string()))?;
+        let decoded = py.detach(|| decode(bytes, &opts)).map_err(|e| DecodeError::new_err(e.to_string()))?;
         let d = PyDict::new(py);
         d.set_item("rows", decoded.rows())?;
         d.set_item("next_offset", decoded.next_offset)?;

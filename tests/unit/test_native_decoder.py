@@ -57,7 +57,7 @@ def _rows(decoded: pa.RecordBatch) -> list[dict]:
     micros = decoded.column("timestamp").cast(pa.int64()).to_pylist()
     return [{"key": r["key"], "value": r["value"], "offset": r["offset"],
              "timestamp_ms": us // 1000 if us is not None else None,
-             "timestamp_type": r["timestampType"], "headers": [(h["key"], h["value"]) for h in r["headers"]]}
+             "timestamp_type": r["timestampType"], "headers": None if r["headers"] is None else [(h["key"], h["value"]) for h in r["headers"]]}
             for r, us in zip(decoded.to_pylist(), micros)]
 
 

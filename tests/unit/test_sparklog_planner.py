@@ -3,7 +3,7 @@ from __future__ import annotations
 
 from hypothesis import given, strategies as st
 
-from sparklog.planner import OffsetRange, backlog, rate_limit, split_ranges
+from sparklog.planner import OffsetRange, backlog, coalesce, plan_tasks, rate_limit, split_ranges
 
 
 def _covers_exactly(pieces, ranges):
@@ -71,3 +71,36 @@ def test_rate_limit_stays_within_start_and_latest(parts, limit):
     assert all(start[tp] <= end[tp] <= latest[tp] for tp in latest)
     admitted = sum(end[tp] - start[tp] for tp in latest)
     assert admitted <= limit + len(parts), "at most the limit plus one per starved partition"
+
+
+def test_small_ranges_of_many_partitions_coalesce_to_one_task_per_slot():
+    ranges = [OffsetRange("t", p, 0, 1_000) for p in range(8)]
+    tasks = coalesce(ranges, slots=2)
+    assert len(tasks) == 2 and [t.size for t in tasks] == [4_000, 4_000]
+    assert all(list(t.ranges) == sorted(t.ranges, key=lambda r: (r.topic, r.partition)) for t in tasks)
+
+
+def test_large_reads_get_more_tasks_in_whole_waves():
+    ranges = [OffsetRange("t", p, 0, 375_000) for p in range(8)]      # 3 M records
+    assert len(coalesce(ranges, slots=2, task_records=1_000_000)) == 4
+    assert len(coalesce(ranges, slots=2, task_records=100_000)) == 8, "never more tasks than ranges"
+
+
+def test_min_partitions_and_max_records_bound_the_plan():
+    ranges = [OffsetRange("t", 0, 0, 90), OffsetRange("t", 1, 0, 10)]
+    assert len(plan_tasks(ranges, min_partitions=10, slots=2)) == 10
+    capped = plan_tasks(ranges, max_records_per_partition=25, slots=2)
+    assert all(t.size <= 25 for t in capped) and sum(t.size for t in capped) == 100
+
+
+@given(st.lists(st.tuples(st.integers(0, 1000), st.integers(0, 5000)), min_size=1, max_size=12),
+       st.integers(1, 16), st.one_of(st.none(), st.integers(1, 16)), st.one_of(st.none(), st.integers(1, 2000)))
+def test_a_plan_reads_every_offset_once(spans, slots, min_partitions, max_records):
+    ranges = [OffsetRange("t", i, s, s + n) for i, (s, n) in enumerate(spans)]
+    tasks = plan_tasks(ranges, min_partitions, max_records, slots=slots)
+    _covers_exactly([r for t in tasks for r in t.ranges], ranges)
+    assert all(t.ranges for t in tasks)
+    if max_records and not min_partitions:
+        assert all(t.size <= max_records for t in tasks)
+    if min_partitions:
+        assert len(tasks) >= min(min_partitions, len(split_ranges(ranges, min_partitions, max_records)))

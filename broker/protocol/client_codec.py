@@ -1,0 +1,91 @@
+"""The client's side of the wire: request frames out, response bodies in. Sans I/O.
+
+Owns what a Kafka client (the Spark source's own fetcher) needs beyond the broker's codecs: building
+a kio request entity of whichever version the broker negotiated (`make` keeps only the fields that
+version has), encoding it with a request header v1/v2 into a frame, and reading a response frame's
+header and body. Fetch bodies are read by `fetch_response.decode_fetch_response`, so their record
+sets stay views of the frame; every other body through kio, after the same length guard the broker
+applies to requests. Knows nothing about sockets.
+"""
+from __future__ import annotations
+
+import dataclasses
+import io
+import struct
+import sys
+from typing import Any
+
+from kio.serial.errors import DecodeError
+
+from broker.protocol.codec import API_VERSIONS_KEY, entity_decoder, entity_encoder, request_schema, response_schema
+from broker.protocol.length_guard import LengthError, check_lengths
+from broker.protocol.varint import VarintError, skip_tagged_fields
+
+_I16 = struct.Struct(">h")
+_I32 = struct.Struct(">i")
+_HEADER = struct.Struct(">ihhi")   # size, api key, api version, correlation id
+
+
+class ResponseError(ValueError):
+    """A response that cannot be decoded, or that answers another request."""
+
+
+def make(cls: type, **values: Any) -> Any:
+    """A kio entity of `cls` from the values its version has; fields it lacks are dropped."""
+    names = {f.name for f in dataclasses.fields(cls)}
+    return cls(**{k: v for k, v in values.items() if k in names})
+
+
+def nested(cls: type, name: str) -> type:
+    """An entity class defined beside `cls` in its version's module (e.g. FetchTopic beside FetchRequest)."""
+    found = getattr(sys.modules[cls.__module__], name)
+    assert isinstance(found, type)
+    return found
+
+
+def request_class(api_key: int, version: int) -> type:
+    cls = request_schema(api_key, version)
+    if cls is None:
+        raise ValueError(f"no request schema for API key {api_key} v{version}")
+    return cls
+
+
+def encode_request(api_key: int, version: int, correlation_id: int, client_id: str, body: Any) -> bytes:
+    """A complete request frame (size prefix included) for a kio request entity of `version`."""
+    out = io.BytesIO()
+    raw_id = client_id.encode()
+    out.write(_HEADER.pack(0, api_key, version, correlation_id))
+    out.write(_I16.pack(len(raw_id)) + raw_id)
+    cls: type = body.__class__
+    if getattr(cls, "__flexible__"):
+        out.write(b"\x00")   # request header v2: no tagged fields
+    entity_encoder(cls)(out, body)
+    frame = out.getbuffer()
+    _I32.pack_into(frame, 0, len(frame) - 4)
+    return bytes(frame)
+
+
+def response_body_start(frame: memoryview, api_key: int, version: int, correlation_id: int) -> int:
+    """Check the response header of `frame` (without its size prefix); the position of the body."""
+    if len(frame) < 4:
+        raise ResponseError(f"a response of {len(frame)} bytes has no header")
+    (got,) = _I32.unpack_from(frame, 0)
+    if got != correlation_id:
+        raise ResponseError(f"response to correlation id {got} arrived while waiting for {correlation_id}")
+    flexible = getattr(request_class(api_key, version), "__flexible__")
+    try:
+        return skip_tagged_fields(frame, 4) if flexible and api_key != API_VERSIONS_KEY else 4
+    except VarintError as e:
+        raise ResponseError(f"malformed response header: {e}") from None
+
+
+def decode_response(frame: memoryview, api_key: int, version: int, correlation_id: int) -> Any:
+    """The kio response entity in `frame` (a response frame without its size prefix)."""
+    pos = response_body_start(frame, api_key, version, correlation_id)
+    schema = response_schema(api_key, version)
+    try:
+        check_lengths(schema, frame, pos)
+        body, _size = entity_decoder(schema)(frame.toreadonly(), pos)
+    except (DecodeError, LengthError, struct.error, ValueError, TypeError, IndexError, OverflowError) as e:
+        raise ResponseError(f"cannot decode {schema.__name__} v{version}: {e}") from None
+    return body

@@ -1,0 +1,203 @@
+"""Executor side, native path: read one offset range [start, end) with the source's own Fetch client.
+
+Each Fetch answer's record set (a view of the received frame) goes to the Rust decoder in one call
+and comes back as one `pyarrow.RecordBatch`: no Python object per record. Owns the stop rule (next
+offset >= end; or nothing left below the high watermark, or the last stable offset under
+read_committed), Kafka's error handling as the JVM connector's consumer does it, and failOnDataLoss:
+- OFFSET_OUT_OF_RANGE: the log's bounds are listed; records aged out below the log start are
+  reported as data loss and skipped; anything else is retried;
+- UNKNOWN_TOPIC_OR_PARTITION: metadata is refreshed; a partition that is still gone is data loss;
+- NOT_LEADER_OR_FOLLOWER and the other retriable errors, and lost connections: the leader is
+  looked up again and the Fetch retried with backoff until kafkaConsumer.pollTimeoutMs passes;
+- a corrupt batch: data loss naming topic, partition and offset (the rest of the range is skipped
+  when failOnDataLoss is false); any other error code fails the task with the code's name.
+Never talks to the driver and never decides ranges.
+"""
+from __future__ import annotations
+
+import logging
+import time
+from typing import Iterator
+
+import pyarrow as pa
+from kio.schema.errors import ErrorCode
+
+from sparklog.client_pool import ClientPool
+from sparklog.errors import (
+    RangeReadError,
+    corrupt_records,
+    end_beyond_log,
+    partition_gone,
+    records_aged_out,
+    report_data_loss,
+)
+from sparklog.kafka_client import (
+    EARLIEST,
+    LATEST,
+    BrokerUnavailableError,
+    ClientConfig,
+    KafkaClient,
+    KafkaClientError,
+    PartitionError,
+)
+from sparklog.native_decoder import MAX_BATCH_BYTES, CorruptBatchError, decode_range
+from sparklog.planner import OffsetRange
+from sparklog.read_committed import aborted_ranges, drop_aborted
+from sparklog.reader_settings import ReaderSettings
+from sparklog.schema import TRANSIENT_RETRIES, arrow_schema
+
+log = logging.getLogger(__name__)
+
+_POOL: ClientPool[KafkaClient] = ClientPool(close=KafkaClient.close)
+_RETRIABLE = frozenset(e.value for e in (
+    ErrorCode.not_leader_or_follower, ErrorCode.leader_not_available, ErrorCode.fenced_leader_epoch,
+    ErrorCode.unknown_leader_epoch, ErrorCode.kafka_storage_error, ErrorCode.replica_not_available,
+    ErrorCode.request_timed_out, ErrorCode.network_exception, ErrorCode.broker_not_available,
+    ErrorCode.offset_not_available, ErrorCode.not_controller,
+))
+_GONE = frozenset({ErrorCode.unknown_topic_or_partition.value, ErrorCode.unknown_topic_id.value})
+_OUT_OF_RANGE = ErrorCode.offset_out_of_range.value
+_BACKOFF_S = (0.05, 0.1, 0.2, 0.5, 1.0)
+
+
+def error_name(code: int) -> str:
+    try:
+        return ErrorCode(code).name.upper()
+    except ValueError:
+        return f"error code {code}"
+
+
+class FetchRangeReader:
+    """Iterate `pyarrow.RecordBatch`es (one per Fetch answer) of one `OffsetRange`."""
+
+    def __init__(self, rng: OffsetRange, settings: ReaderSettings) -> None:
+        assert settings.client is not None
+        self.rng = rng
+        self.s = settings
+        self.config: ClientConfig = settings.client
+        self.next_offset = rng.start
+        self.end = rng.end
+        self._schema = arrow_schema(settings.include_headers)
+        self._max_bytes = self.config.partition_max_bytes
+        self._failures = 0
+        self._out_of_range = 0
+        self._deadline = 0.0
+
+    def _where(self) -> str:
+        return (f"topic-partition {self.rng.topic}-{self.rng.partition}, offsets [{self.rng.start}, {self.rng.end}), "
+                f"at offset {self.next_offset}")
+
+    def _report(self, message: str) -> None:
+        report_data_loss(message, self.s.fail_on_data_loss, log)
+
+    def _progress(self) -> None:
+        self._failures = 0
+        self._out_of_range = 0
+        self._deadline = time.monotonic() + self.s.poll_timeout_ms / 1000
+
+    def _retry(self, reason: str) -> None:
+        """Back off before the next attempt; fail once kafkaConsumer.pollTimeoutMs passed without progress."""
+        if time.monotonic() > self._deadline:
+            raise RangeReadError(f"pylog: no progress reading {self._where()} for {self.s.poll_timeout_ms} ms "
+                                 f"(kafkaConsumer.pollTimeoutMs); last error: {reason}")
+        delay = _BACKOFF_S[min(self._failures, len(_BACKOFF_S) - 1)]
+        self._failures += 1
+        if self._failures in (1, 10) or self._failures % 50 == 0:
+            log.warning("pylog: retrying %s (attempt %d): %s", self._where(), self._failures, reason)
+        time.sleep(delay)
+
+    def __iter__(self) -> Iterator[pa.RecordBatch]:
+        client = _POOL.acquire(self.config, lambda: KafkaClient(self.config))
+        healthy = False
+        try:
+            yield from self._read(client)
+            healthy = True
+        finally:
+            _POOL.release(self.config, client, healthy)
+
+    def _read(self, client: KafkaClient) -> Iterator[pa.RecordBatch]:
+        topic, partition = self.rng.topic, self.rng.partition
+        self._progress()
+        while self.next_offset < self.end:
+            try:
+                fetched = client.fetch(topic, partition, self.next_offset, self._max_bytes)
+                code = fetched.error_code
+            except PartitionError as e:          # no leader known, or the topic is unknown
+                code = e.code
+            except BrokerUnavailableError as e:
+                self._retry(str(e))
+                continue
+            except KafkaClientError as e:
+                raise RangeReadError(f"pylog: reading {self._where()} failed: {e}") from None
+            if code != 0:
+                self._on_error(client, code)
+                continue
+            records = fetched.records
+            if records is not None and len(records) > 0:
+                try:
+                    decoded = decode_range(records, topic, partition, self.next_offset, self.end, self._schema,
+                                           self.s.include_headers)
+                except CorruptBatchError as e:
+                    self._report(corrupt_records(topic, partition, self.next_offset, self.end, str(e)))
+                    self.next_offset = self.end
+                    break
+                if decoded.next_offset < 0:      # one batch is larger than what was asked for
+                    if self._max_bytes >= MAX_BATCH_BYTES:
+                        raise RangeReadError(f"pylog: reading {self._where()} failed: a record batch is larger "
+                                             f"than {MAX_BATCH_BYTES} bytes")
+                    self._max_bytes = min(self._max_bytes * 4, MAX_BATCH_BYTES)
+                    continue
+                rows = decoded.batch
+                if self.config.read_committed and fetched.aborted_transactions:
+                    rows = drop_aborted(rows, aborted_ranges(decoded.batches, fetched.aborted_transactions))
+                self.next_offset = max(self.next_offset, decoded.next_offset)
+                self._progress()
+                if rows.num_rows:
+                    yield rows
+                continue
+            limit = (fetched.last_stable_offset if self.config.read_committed and fetched.last_stable_offset >= 0
+                     else fetched.high_watermark)
+            if self.next_offset >= limit:        # nothing left to read below the end of the log
+                if limit < self.end:
+                    self._report(end_beyond_log(topic, partition, self.end, limit))
+                self.end = self.next_offset
+                break
+            self._retry(f"no records returned below the high watermark {limit}")
+
+    def _on_error(self, client: KafkaClient, code: int) -> None:
+        topic, partition = self.rng.topic, self.rng.partition
+        if code == _OUT_OF_RANGE:
+            self._out_of_range += 1
+            if self._out_of_range > TRANSIENT_RETRIES:
+                raise RangeReadError(f"pylog: reading {self._where()} failed: offset out of range "
+                                     f"{self._out_of_range} times in a row")
+            try:
+                low = client.list_offset(topic, partition, EARLIEST)
+                high = client.list_offset(topic, partition, LATEST)
+            except KafkaClientError as e:
+                self._retry(f"offset out of range, then listing offsets failed: {e}")
+                return
+            if self.next_offset < low:
+                self._report(records_aged_out(topic, partition, self.next_offset, low, self.end))
+                self.next_offset = min(low, self.end)
+            elif self.next_offset > high:
+                self._report(end_beyond_log(topic, partition, self.end, high))
+                self.next_offset = self.end
+        elif code in _GONE:
+            client.forget_leader(topic, partition)
+            try:
+                errors = client.refresh_metadata(topic)
+            except KafkaClientError as e:
+                self._retry(str(e))
+                return
+            topic_error = errors.get(-1)
+            if topic_error in _GONE or (topic_error is None and partition not in errors):
+                self._report(partition_gone(topic, partition, self.next_offset, self.end))
+                self.next_offset = self.end
+            else:
+                self._retry(error_name(code))
+        elif code in _RETRIABLE:
+            client.forget_leader(topic, partition)
+            self._retry(error_name(code))
+        else:
+            raise RangeReadError(f"pylog: reading {self._where()} failed: the broker answered {error_name(code)}")

@@ -1,0 +1,314 @@
+"""Executor side: a minimal blocking Kafka client that keeps Fetch record sets as bytes.
+
+Owns the sockets of the native read path: connecting to the bootstrap servers and to partition
+leaders, negotiating versions with ApiVersions, Metadata (leaders), ListOffsets and Fetch. Every
+message goes through the protocol layer's sans-I/O codecs (`broker.protocol.client_codec` and
+`fetch_response`), so this module only moves frames. A Fetch answer's record set is a `memoryview`
+of the received frame: no per-record object, no copy.
+
+Plain TCP only (security.protocol PLAINTEXT); `sparklog.executor` chooses librdkafka for anything
+else. Never interprets records and never decides what to do about an error code: the reader does.
+Connection failures raise `BrokerUnavailableError`; a broker answering nonsense raises
+`KafkaClientError`. One client is used by one task at a time (see `client_pool`).
+"""
+from __future__ import annotations
+
+import itertools
+import socket
+import struct
+from dataclasses import dataclass
+from datetime import timedelta
+from typing import Any, Optional
+
+from broker.protocol.client_codec import (
+    ResponseError,
+    decode_response,
+    encode_request,
+    make,
+    nested,
+    request_class,
+    response_body_start,
+)
+from broker.protocol.fetch_response import FetchedPartition, FetchResponseError, decode_fetch_response
+
+FETCH, LIST_OFFSETS, METADATA, API_VERSIONS = 1, 2, 3, 18
+# The versions this client speaks; the highest one the broker also speaks is used. Fetch stops at
+# v12, the last version that names topics (v13+ address them by topic id).
+SUPPORTED = {FETCH: (4, 12), LIST_OFFSETS: (1, 7), METADATA: (4, 12), API_VERSIONS: (0, 0)}
+EARLIEST, LATEST = -2, -1
+MAX_RESPONSE_BYTES = 1 << 30
+_SIZE = struct.Struct(">i")
+NONE, UNKNOWN_TOPIC_OR_PARTITION, LEADER_NOT_AVAILABLE = 0, 3, 5
+
+
+class KafkaClientError(RuntimeError):
+    """A broker's answer cannot be used (malformed, unsupported versions, unknown partition)."""
+
+
+class BrokerUnavailableError(KafkaClientError):
+    """A broker cannot be reached or dropped the connection: retriable."""
+
+
+@dataclass(frozen=True)
+class ClientConfig:
+    """Everything that shapes a client; hashable, so it keys the per-worker pool."""
+
+    bootstrap_servers: str
+    client_id: str = "pylog-executor"
+    request_timeout_ms: int = 30_000
+    read_committed: bool = False
+    fetch_max_bytes: int = 64 * 1024 * 1024
+    partition_max_bytes: int = 8 * 1024 * 1024
+    fetch_max_wait_ms: int = 100
+
+
+def parse_servers(servers: str) -> list[tuple[str, int]]:
+    """`host:port,host:port` (IPv6 hosts in brackets) as (host, port) pairs."""
+    out = []
+    for item in filter(None, (s.strip() for s in servers.split(","))):
+        host, sep, port = item.rpartition(":")
+        if not sep or not port.isdigit():
+            raise ValueError(f"bootstrap server {item!r} is not host:port")
+        out.append((host.strip("[]"), int(port)))
+    if not out:
+        raise ValueError("no bootstrap servers")
+    return out
+
+
+class BrokerConnection:
+    """One blocking TCP connection to one broker: a request out, its response in, one at a time."""
+
+    def __init__(self, host: str, port: int, config: ClientConfig) -> None:
+        self.address = f"{host}:{port}"
+        self.config = config
+        self._ids = itertools.count(1)
+        try:
+            self._sock = socket.create_connection((host, port), timeout=config.request_timeout_ms / 1000)
+        except OSError as e:
+            raise BrokerUnavailableError(f"cannot connect to {self.address}: {e}") from None
+        self._sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+        self.versions: dict[int, int] = {}
+        self._negotiate()
+
+    def _negotiate(self) -> None:
+        """Pick, per API, the highest version both sides speak (ApiVersions v0 is understood by all)."""
+        cls = request_class(API_VERSIONS, 0)
+        answer = self.call(API_VERSIONS, 0, cls())
+        if answer.error_code.value != NONE:
+            raise KafkaClientError(f"{self.address} refused ApiVersions: {answer.error_code.name}")
+        offered = {a.api_key: (a.min_version, a.max_version) for a in answer.api_keys}
+        for key, (low, high) in SUPPORTED.items():
+            theirs = offered.get(key)
+            if theirs is None or theirs[0] > high or theirs[1] < low:
+                raise KafkaClientError(f"{self.address} speaks API {key} in versions {theirs}, this client in "
+                                       f"{low}-{high}")
+            self.versions[key] = min(high, theirs[1])
+
+    def _send(self, api_key: int, version: int, body: Any) -> int:
+        correlation_id = next(self._ids)
+        try:
+            self._sock.sendall(encode_request(api_key, version, correlation_id, self.config.client_id, body))
+        except OSError as e:
+            raise BrokerUnavailableError(f"sending to {self.address} failed: {e}") from None
+        return correlation_id
+
+    def _receive(self) -> memoryview:
+        size = self._read_exactly(4)
+        (n,) = _SIZE.unpack(size)
+        if not 4 <= n <= MAX_RESPONSE_BYTES:
+            raise KafkaClientError(f"{self.address} announced a response of {n} bytes")
+        return self._read_exactly(n)
+
+    def _read_exactly(self, n: int) -> memoryview:
+        buf = memoryview(bytearray(n))
+        got = 0
+        try:
+            while got < n:
+                k = self._sock.recv_into(buf[got:])
+                if k == 0:
+                    raise BrokerUnavailableError(f"{self.address} closed the connection")
+                got += k
+        except OSError as e:   # socket.timeout included
+            raise BrokerUnavailableError(f"reading from {self.address} failed: {e}") from None
+        return buf
+
+    def call(self, api_key: int, version: int, body: Any) -> Any:
+        """Send one request and decode its kio response."""
+        correlation_id = self._send(api_key, version, body)
+        try:
+            return decode_response(self._receive(), api_key, version, correlation_id)
+        except ResponseError as e:
+            raise KafkaClientError(f"{self.address}: {e}") from None
+
+    def fetch(self, body: Any) -> list[FetchedPartition]:
+        """Send a Fetch request; its partitions, record sets as views of the response."""
+        version = self.versions[FETCH]
+        correlation_id = self._send(FETCH, version, body)
+        frame = self._receive()
+        try:
+            start = response_body_start(frame, FETCH, version, correlation_id)
+            response = decode_fetch_response(frame[start:], version)
+        except (ResponseError, FetchResponseError) as e:
+            raise KafkaClientError(f"{self.address}: {e}") from None
+        if response.error_code != NONE:
+            raise BrokerUnavailableError(f"{self.address} answered Fetch with error code {response.error_code}")
+        return response.partitions
+
+    def close(self) -> None:
+        try:
+            self._sock.close()
+        except OSError:
+            pass
+
+
+@dataclass(frozen=True)
+class PartitionLeader:
+    node_id: int
+    leader_epoch: int
+
+
+class KafkaClient:
+    """Leaders from Metadata, one connection per broker, Fetch and ListOffsets for one partition."""
+
+    def __init__(self, config: ClientConfig) -> None:
+        self.config = config
+        self._bootstrap = parse_servers(config.bootstrap_servers)
+        self._nodes: dict[int, tuple[str, int]] = {}
+        self._leaders: dict[tuple[str, int], PartitionLeader] = {}
+        self._connections: dict[int, BrokerConnection] = {}
+        self._any: Optional[BrokerConnection] = None
+
+    # --- connections and metadata ------------------------------------------------------------------
+
+    def _any_connection(self) -> BrokerConnection:
+        if self._connections:
+            return next(iter(self._connections.values()))
+        if self._any is None:
+            errors = []
+            for host, port in self._bootstrap:
+                try:
+                    self._any = BrokerConnection(host, port, self.config)
+                    break
+                except BrokerUnavailableError as e:
+                    errors.append(str(e))
+            else:
+                raise BrokerUnavailableError("no bootstrap server reachable: " + "; ".join(errors))
+        return self._any
+
+    def _connection(self, node_id: int) -> BrokerConnection:
+        conn = self._connections.get(node_id)
+        if conn is None:
+            if node_id not in self._nodes:
+                raise BrokerUnavailableError(f"broker {node_id} is not in the cluster metadata")
+            host, port = self._nodes[node_id]
+            conn = self._connections[node_id] = BrokerConnection(host, port, self.config)
+        return conn
+
+    def refresh_metadata(self, topic: str) -> dict[int, int]:
+        """Reload the leaders of `topic`; {partition: error code} (UNKNOWN_TOPIC_OR_PARTITION for a missing topic)."""
+        conn = self._any_connection()
+        version = conn.versions[METADATA]
+        cls = request_class(METADATA, version)
+        topic_cls = nested(cls, "MetadataRequestTopic")
+        request = make(cls, topics=(make(topic_cls, name=topic, topic_id=None),), allow_auto_topic_creation=False,
+                       include_cluster_authorized_operations=False, include_topic_authorized_operations=False)
+        try:
+            answer = conn.call(METADATA, version, request)
+        except BrokerUnavailableError:
+            self.close()
+            raise
+        self._nodes.update({b.node_id: (b.host, b.port) for b in answer.brokers})
+        errors: dict[int, int] = {}
+        for t in answer.topics:
+            if t.name != topic:
+                continue
+            if t.error_code.value != NONE:
+                return {-1: t.error_code.value}
+            for p in t.partitions:
+                errors[p.partition_index] = p.error_code.value
+                if p.leader_id >= 0:
+                    self._leaders[(topic, p.partition_index)] = PartitionLeader(
+                        p.leader_id, getattr(p, "leader_epoch", -1))
+                else:
+                    self._leaders.pop((topic, p.partition_index), None)
+        return errors or {-1: UNKNOWN_TOPIC_OR_PARTITION}
+
+    def leader(self, topic: str, partition: int) -> PartitionLeader:
+        """The partition's leader, from cached metadata or a refresh; KafkaClientError when it has none."""
+        found = self._leaders.get((topic, partition))
+        if found is None:
+            errors = self.refresh_metadata(topic)
+            found = self._leaders.get((topic, partition))
+            if found is None:
+                code = errors.get(partition, errors.get(-1, UNKNOWN_TOPIC_OR_PARTITION))
+                raise PartitionError(topic, partition, code or LEADER_NOT_AVAILABLE)
+        return found
+
+    def forget_leader(self, topic: str, partition: int) -> None:
+        """Drop what is known of a partition's leader (after NOT_LEADER and the like) and its connection."""
+        old = self._leaders.pop((topic, partition), None)
+        if old is not None and old.node_id in self._connections:
+            self._connections.pop(old.node_id).close()
+
+    # --- requests ------------------------------------------------------------------------------------
+
+    def fetch(self, topic: str, partition: int, offset: int, max_bytes: Optional[int] = None) -> FetchedPartition:
+        """One Fetch of one partition from its leader at `offset`."""
+        leader = self.leader(topic, partition)
+        conn = self._connection(leader.node_id)
+        version = conn.versions[FETCH]
+        cls = request_class(FETCH, version)
+        part_bytes = max_bytes or self.config.partition_max_bytes
+        p = make(nested(cls, "FetchPartition"), partition=partition, current_leader_epoch=-1, fetch_offset=offset,
+                 last_fetched_epoch=-1, log_start_offset=-1, partition_max_bytes=part_bytes)
+        request = make(cls, cluster_id=None, replica_id=-1, max_wait=timedelta(milliseconds=self.config.fetch_max_wait_ms),
+                       min_bytes=1, max_bytes=max(self.config.fetch_max_bytes, part_bytes),
+                       isolation_level=1 if self.config.read_committed else 0, session_id=0, session_epoch=-1,
+                       topics=(make(nested(cls, "FetchTopic"), topic=topic, partitions=(p,)),),
+                       forgotten_topics_data=(), rack_id="")
+        try:
+            partitions = conn.fetch(request)
+        except BrokerUnavailableError:
+            self.forget_leader(topic, partition)
+            raise
+        for fp in partitions:
+            if fp.topic == topic and fp.index == partition:
+                return fp
+        raise KafkaClientError(f"{conn.address} answered a Fetch of {topic}-{partition} without that partition")
+
+    def list_offset(self, topic: str, partition: int, timestamp: int) -> int:
+        """The partition's offset for `timestamp` (EARLIEST, LATEST or a time in ms) from its leader."""
+        leader = self.leader(topic, partition)
+        conn = self._connection(leader.node_id)
+        version = conn.versions[LIST_OFFSETS]
+        cls = request_class(LIST_OFFSETS, version)
+        p = make(nested(cls, "ListOffsetsPartition"), partition_index=partition, current_leader_epoch=-1,
+                 timestamp=timestamp, max_num_offsets=1)
+        request = make(cls, replica_id=-1, isolation_level=1 if self.config.read_committed else 0,
+                       topics=(make(nested(cls, "ListOffsetsTopic"), name=topic, partitions=(p,)),))
+        try:
+            answer = conn.call(LIST_OFFSETS, version, request)
+        except BrokerUnavailableError:
+            self.forget_leader(topic, partition)
+            raise
+        for t in answer.topics:
+            for r in t.partitions:
+                if t.name == topic and r.partition_index == partition:
+                    if r.error_code.value != NONE:
+                        raise PartitionError(topic, partition, r.error_code.value)
+                    return int(r.offset)
+        raise KafkaClientError(f"{conn.address} answered ListOffsets of {topic}-{partition} without that partition")
+
+    def close(self) -> None:
+        for conn in [*self._connections.values(), *([self._any] if self._any else [])]:
+            conn.close()
+        self._connections.clear()
+        self._any = None
+
+
+class PartitionError(KafkaClientError):
+    """A broker answered for one partition with a Kafka error code."""
+
+    def __init__(self, topic: str, partition: int, code: int) -> None:
+        super().__init__(f"{topic}-{partition}: Kafka error code {code}")
+        self.topic, self.partition, self.code = topic, partition, code
