@@ -26,6 +26,13 @@ $(STAMPS)/native: $(NATIVE_SOURCES) $(STAMPS)/venv
 	$(PY) -m pip install -q --disable-pip-version-check ./native
 	@touch $@
 
+# Spark's own Kafka connector (benchmark peer): jars from Maven Central into an ignored cache
+JARS := .cache/jars
+$(STAMPS)/jars-spark-kafka: jvm/spark-kafka.xml
+	@mkdir -p $(STAMPS)
+	mvn -q -f jvm/spark-kafka.xml dependency:copy-dependencies -DoutputDirectory=$(CURDIR)/$(JARS)/spark-kafka -DincludeScope=runtime
+	@touch $@
+
 $(STAMPS)/apt:
 	@mkdir -p $(STAMPS)
 	@missing=""; for p in $(APT_PACKAGES); do dpkg -s $$p >/dev/null 2>&1 || missing="$$missing $$p"; done; \
@@ -47,8 +54,9 @@ unit: $(STAMPS)/venv $(STAMPS)/native
 demo: install
 	$(PY) -m jobs.demo
 
-bench: install
+bench: install $(STAMPS)/jars-spark-kafka
 	$(PY) bench/broker_throughput.py
+	$(PY) bench/spark_read.py
 
 clean:
 	rm -rf $(VENV) $(STAMPS) build *.egg-info native/target

@@ -1,15 +1,18 @@
-"""Benchmark of the Spark data source `pylog` (issue 4), all numbers from one run on one machine:
+"""Benchmark of the Spark data source `pylog` against Spark's own Kafka connector and Parquet (issue 9).
 
-- batch read: N records of S bytes over P partitions with local[2] into the noop sink, in records/s,
-  against spark.read.parquet over the same records in the same run (targets: >= 1 M records/s and
-  >= 0.5x parquet);
-- streaming: median per-micro-batch time of `readStream.format("pylog")` with maxOffsetsPerTrigger
-  against Spark's built-in rate-micro-batch source with the same rows per batch, both into noop
-  (target: <= 1.5x the rate source);
-- sink: records/s written by `df.write.format("pylog")`.
+All numbers come from one run on one machine, one local[2] SparkSession, one pylog broker holding
+N records of S bytes in P partitions, produced with `compression.type` C (lz4 by default):
+- batch read into the noop sink, runs alternating: pylog (native fetcher), pylog (librdkafka path),
+  Spark's Kafka connector (`format("kafka")`, spark-sql-kafka-0-10 for the installed Spark, fetched
+  by `make bench` from Maven Central), Parquet of the same records; best of R runs each;
+  peak RSS of the Python workers while pylog reads;
+- streaming: median micro-batch time with maxOffsetsPerTrigger B, pylog then the Kafka connector,
+  the first two batches of each left out (worker start-up);
+- sink: `df.write.format("pylog")` against `df.write.format("kafka")`, same rows, alternating.
 
-Usage: .venv/bin/python bench/spark_read.py [--records 5000000] [--size 100] [--partitions 8]
-       [--batches 20] [--sink-records 1000000] [--append-results]
+Usage: .venv/bin/python bench/spark_read.py [--records 3000000] [--size 100] [--partitions 8]
+       [--compression lz4] [--repeat 3] [--batches 20] [--rows-per-batch 10000]
+       [--sink-records 1000000] [--profile] [--append-results]
 
 Starts its own pylog broker on a free port in a temporary directory and always stops it.
 """
@@ -20,71 +23,50 @@ import datetime as dt
 import os
 import shlex
 import shutil
-import signal
-import socket
 import statistics
-import subprocess
 import sys
 import tempfile
+import threading
 import time
 from pathlib import Path
 from typing import Any, Callable
 
 REPO = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(REPO))
 os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
 os.environ.setdefault("SPARK_LOCAL_IP", "127.0.0.1")
 os.environ.setdefault("SPARK_CONF_DIR", str(REPO / "conf"))
 
+from bench._common import create_topic, rss_mb, start_pylog  # noqa: E402
 
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
+PEER_JARS = REPO / ".cache" / "jars" / "spark-kafka"
 
 
-def start_broker(data_dir: Path) -> tuple[subprocess.Popen, str]:
-    port = free_port()
-    log = open(data_dir.parent / "broker.log", "ab")
-    proc = subprocess.Popen([sys.executable, "-m", "pylog", "--log-level", "WARNING", "broker", "--data-dir",
-                             str(data_dir), "--port", str(port)], stdout=log, stderr=subprocess.STDOUT,
-                            cwd=str(REPO), start_new_session=True)
-    deadline = time.monotonic() + 60
-    while time.monotonic() < deadline:
-        try:
-            socket.create_connection(("127.0.0.1", port), timeout=0.5).close()
-            return proc, f"127.0.0.1:{port}"
-        except OSError:
-            if proc.poll() is not None:
-                raise SystemExit(f"broker exited with {proc.returncode}")
-            time.sleep(0.05)
-    raise SystemExit("broker did not start")
+def peer_jars() -> list[str]:
+    """The Kafka connector's jars that Spark does not already ship (by artifact name)."""
+    import pyspark
+
+    shipped = {j.name.rsplit("-", 1)[0] for j in (Path(pyspark.__file__).parent / "jars").glob("*.jar")}
+    jars = sorted(PEER_JARS.glob("*.jar"))
+    if not jars:
+        raise SystemExit(f"no jars in {PEER_JARS}: run `make bench` (it fetches them with Maven)")
+    return [str(j) for j in jars if j.name.rsplit("-", 1)[0] not in shipped]
 
 
-def stop(proc: subprocess.Popen) -> None:
-    if proc.poll() is None:
-        os.killpg(proc.pid, signal.SIGTERM)
-        try:
-            proc.wait(30)
-        except subprocess.TimeoutExpired:
-            os.killpg(proc.pid, signal.SIGKILL)
-
-
-def load_topic(bootstrap: str, topic: str, records: int, size: int, partitions: int) -> float:
+def load_topic(bootstrap: str, topic: str, records: int, size: int, partitions: int, compression: str) -> float:
     """Create the topic and fill it round-robin; returns seconds taken."""
     from confluent_kafka import Producer
-    from confluent_kafka.admin import AdminClient, NewTopic
 
-    admin = AdminClient({"bootstrap.servers": bootstrap})
-    admin.create_topics([NewTopic(topic, partitions, 1)])[topic].result(30)
+    create_topic(bootstrap, topic, partitions)
     p = Producer({"bootstrap.servers": bootstrap, "linger.ms": 20, "batch.size": 1_000_000, "acks": 1,
-                  "queue.buffering.max.messages": 2_000_000, "queue.buffering.max.kbytes": 1_048_576})
+                  "compression.type": compression, "queue.buffering.max.messages": 2_000_000,
+                  "queue.buffering.max.kbytes": 1_048_576})
     value = os.urandom(size)
     t0 = time.perf_counter()
-    produce = p.produce
     for i in range(records):
         while True:
             try:
-                produce(topic, value, partition=i % partitions)
+                p.produce(topic, value, key=b"%08d" % i, partition=i % partitions)
                 break
             except BufferError:
                 p.poll(0.01)
@@ -93,130 +75,184 @@ def load_topic(bootstrap: str, topic: str, records: int, size: int, partitions: 
     return time.perf_counter() - t0
 
 
-def timed(fn: Callable[[], Any], repeat: int) -> list[float]:
-    out = []
-    for _ in range(repeat):
-        t0 = time.perf_counter()
-        fn()
-        out.append(time.perf_counter() - t0)
-    return out
+class WorkerRss:
+    """Peak RSS of Spark's Python workers (processes running pyspark.daemon / pyspark.worker)."""
+
+    def __init__(self) -> None:
+        self.peak_mb = 0.0
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._run, daemon=True)
+
+    def _workers(self) -> list[int]:
+        out = []
+        for d in Path("/proc").iterdir():
+            if d.name.isdigit():
+                try:
+                    cmd = (d / "cmdline").read_bytes()
+                except OSError:
+                    continue
+                if b"pyspark.daemon" in cmd or b"pyspark.worker" in cmd:
+                    out.append(int(d.name))
+        return out
+
+    def _run(self) -> None:
+        while not self._stop.is_set():
+            for pid in self._workers():
+                try:
+                    self.peak_mb = max(self.peak_mb, rss_mb(pid))
+                except (OSError, KeyError):
+                    pass
+            time.sleep(0.05)
+
+    def __enter__(self) -> "WorkerRss":
+        self._thread.start()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self._stop.set()
+        self._thread.join()
 
 
-def batch_durations(query: Any, batches: int, timeout: float = 600) -> list[float]:
+def batch_durations(query: Any, batches: int, timeout: float = 900) -> list[float]:
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:
-        prog = [p for p in query.recentProgress if p["numInputRows"] > 0]
-        if len(prog) >= batches:
-            break
-        if not query.isActive:
+        if len([p for p in query.recentProgress if p["numInputRows"] > 0]) >= batches or not query.isActive:
             break
         time.sleep(0.2)
     query.stop()
-    prog = [p for p in query.recentProgress if p["numInputRows"] > 0]
     if query.exception() is not None:
         raise query.exception()
-    return [p["durationMs"]["triggerExecution"] / 1000.0 for p in prog]
+    return [p["durationMs"]["triggerExecution"] / 1000.0 for p in query.recentProgress if p["numInputRows"] > 0]
 
 
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument("--records", type=int, default=5_000_000)
+    ap.add_argument("--records", type=int, default=3_000_000)
     ap.add_argument("--size", type=int, default=100)
     ap.add_argument("--partitions", type=int, default=8)
+    ap.add_argument("--compression", default="lz4")
+    ap.add_argument("--repeat", type=int, default=3)
     ap.add_argument("--batches", type=int, default=20)
     ap.add_argument("--rows-per-batch", type=int, default=10_000)
     ap.add_argument("--sink-records", type=int, default=1_000_000)
-    ap.add_argument("--repeat", type=int, default=3)
+    ap.add_argument("--skip-librdkafka", action="store_true", help="leave out pylog's librdkafka path")
+    ap.add_argument("--profile", action="store_true", help="print where a pylog read's Python worker time goes")
     ap.add_argument("--append-results", action="store_true", help="append a section to bench/RESULTS.md")
     args = ap.parse_args()
 
     from pyspark.sql import SparkSession, functions as F
 
     work = Path(tempfile.mkdtemp(prefix="pylog-spark-bench-"))
-    broker, bootstrap = start_broker(work / "data")
-    results: dict[str, Any] = {}
+    broker = start_pylog(work / "data")
+    bootstrap = broker.bootstrap
+    r: dict[str, Any] = {}
+    load_start = os.getloadavg()[0]
     try:
         topic = "bench"
-        produce_s = load_topic(bootstrap, topic, args.records, args.size, args.partitions)
-        print(f"loaded {args.records} x {args.size} B in {produce_s:.1f} s", flush=True)
-        spark = (SparkSession.builder.master("local[2]").appName("pylog-spark-bench")
-                 .config("spark.ui.enabled", "false").getOrCreate())
+        produce_s = load_topic(bootstrap, topic, args.records, args.size, args.partitions, args.compression)
+        print(f"loaded {args.records:,} x {args.size} B ({args.compression}) in {produce_s:.1f} s", flush=True)
+        builder = (SparkSession.builder.master("local[2]").appName("pylog-spark-bench")
+                   .config("spark.ui.enabled", "false").config("spark.jars", ",".join(peer_jars())))
+        if args.profile:
+            builder = builder.config("spark.python.profile", "true")
+        spark = builder.getOrCreate()
         spark.sparkContext.setLogLevel("ERROR")
 
-        def pylog_df():
-            return (spark.read.format("pylog").option("kafka.bootstrap.servers", bootstrap)
-                    .option("subscribe", topic).load())
+        def reader(fmt: str, **extra: str) -> Any:
+            rd = spark.read.format(fmt).option("kafka.bootstrap.servers", bootstrap).option("subscribe", topic)
+            for k, v in extra.items():
+                rd = rd.option(k, v)
+            return rd.load()
 
-        # warm up the Python workers, then the measured runs
-        spark.read.format("pylog").option("kafka.bootstrap.servers", bootstrap).option("subscribe", topic) \
-            .option("endingOffsets", "{\"%s\":{%s}}" % (topic, ",".join(f'"{p}":10' for p in range(args.partitions)))) \
-            .load().write.format("noop").mode("overwrite").save()
-        read_s = timed(lambda: pylog_df().write.format("noop").mode("overwrite").save(), args.repeat)
-        assert pylog_df().count() == args.records
         parquet_dir = work / "parquet"
-        pylog_df().write.parquet(str(parquet_dir))
-        parquet_s = timed(lambda: spark.read.parquet(str(parquet_dir)).write.format("noop").mode("overwrite").save(),
-                          args.repeat)
-        results["read_rps"] = args.records / min(read_s)
-        results["parquet_rps"] = args.records / min(parquet_s)
-        print(f"batch read: pylog {results['read_rps']:,.0f} rec/s (runs {[round(x, 2) for x in read_s]} s), "
-              f"parquet {results['parquet_rps']:,.0f} rec/s (runs {[round(x, 2) for x in parquet_s]} s)", flush=True)
+        reader("pylog").write.parquet(str(parquet_dir))
+        cases: dict[str, Callable[[], Any]] = {
+            "pylog": lambda: reader("pylog"),
+            "kafka": lambda: reader("kafka"),
+            "parquet": lambda: spark.read.parquet(str(parquet_dir)),
+        }
+        if not args.skip_librdkafka:
+            cases["pylog-librdkafka"] = lambda: reader("pylog", fetcher="librdkafka")
+        for name, df in cases.items():      # warm-up: JVM classes, Python workers, page cache
+            assert df().count() == args.records, f"{name} did not read {args.records} records"
+        runs: dict[str, list[float]] = {name: [] for name in cases}
+        rss = WorkerRss()
+        with rss:
+            for _ in range(args.repeat):
+                for name, df in cases.items():
+                    t0 = time.perf_counter()
+                    df().write.format("noop").mode("overwrite").save()
+                    runs[name].append(time.perf_counter() - t0)
+        for name, times in runs.items():
+            r[f"read_{name}"] = args.records / min(times)
+            print(f"batch read {name}: {r[f'read_{name}']:,.0f} rec/s (runs {[round(x, 2) for x in times]} s)", flush=True)
+        r["rss_mb"] = rss.peak_mb
+        print(f"peak Python worker RSS during the reads: {rss.peak_mb:.0f} MB", flush=True)
+        if args.profile:
+            reader("pylog").write.format("noop").mode("overwrite").save()
+            spark.sparkContext.show_profiles()
 
-        # streaming: per-micro-batch time, same rows per batch, noop sink
-        q = (spark.readStream.format("pylog").option("kafka.bootstrap.servers", bootstrap).option("subscribe", topic)
-             .option("startingOffsets", "earliest").option("maxOffsetsPerTrigger", str(args.rows_per_batch)).load()
-             .writeStream.format("noop").option("checkpointLocation", str(work / "cp-pylog"))
-             .trigger(processingTime="0 seconds").start())
-        pylog_batches = batch_durations(q, args.batches)
-        q = (spark.readStream.format("rate-micro-batch").option("rowsPerBatch", str(args.rows_per_batch)).load()
-             .writeStream.format("noop").option("checkpointLocation", str(work / "cp-rate"))
-             .trigger(processingTime="0 seconds").start())
-        rate_batches = batch_durations(q, args.batches)
-        # the first batches pay for Python worker start-up: compare steady state
-        results["stream_pylog_ms"] = statistics.median(pylog_batches[2:]) * 1000
-        results["stream_rate_ms"] = statistics.median(rate_batches[2:]) * 1000
-        print(f"streaming: pylog median {results['stream_pylog_ms']:.0f} ms/batch, rate-micro-batch "
-              f"{results['stream_rate_ms']:.0f} ms/batch ({args.rows_per_batch} rows/batch, "
-              f"{len(pylog_batches)} and {len(rate_batches)} batches)", flush=True)
+        def stream(fmt: str, name: str) -> list[float]:
+            q = (spark.readStream.format(fmt).option("kafka.bootstrap.servers", bootstrap).option("subscribe", topic)
+                 .option("startingOffsets", "earliest").option("maxOffsetsPerTrigger", str(args.rows_per_batch))
+                 .load().writeStream.format("noop").option("checkpointLocation", str(work / f"cp-{name}"))
+                 .trigger(processingTime="0 seconds").start())
+            return batch_durations(q, args.batches)
 
-        # sink
-        sink_topic = "bench-sink"
-        from confluent_kafka.admin import AdminClient, NewTopic
-        admin = AdminClient({"bootstrap.servers": bootstrap})
-        admin.create_topics([NewTopic(sink_topic, args.partitions, 1)])[sink_topic].result(30)
+        for fmt in ("pylog", "kafka"):
+            durations = stream(fmt, fmt)
+            r[f"stream_{fmt}_ms"] = statistics.median(durations[2:]) * 1000
+            print(f"streaming {fmt}: median {r[f'stream_{fmt}_ms']:.0f} ms/batch over {len(durations) - 2} batches",
+                  flush=True)
+
         src = spark.range(args.sink_records, numPartitions=2).select(
             F.lpad(F.col("id").cast("string"), args.size, "x").alias("value")).cache()
         src.count()
-        sink_s = timed(lambda: src.write.format("pylog").mode("append").option("kafka.bootstrap.servers", bootstrap)
-                       .option("topic", sink_topic).save(), 1)
-        results["sink_rps"] = args.sink_records / sink_s[0]
-        print(f"sink: {results['sink_rps']:,.0f} rec/s ({args.sink_records} x {args.size} B in {sink_s[0]:.1f} s)",
-              flush=True)
+        sink_runs: dict[str, list[float]] = {"pylog": [], "kafka": []}
+        for i in range(2):
+            for fmt in sink_runs:
+                sink_topic = f"sink-{fmt}-{i}"
+                create_topic(bootstrap, sink_topic, args.partitions)
+                t0 = time.perf_counter()
+                src.write.format(fmt).mode("append").option("kafka.bootstrap.servers", bootstrap) \
+                    .option("topic", sink_topic).save()
+                sink_runs[fmt].append(time.perf_counter() - t0)
+        for fmt, times in sink_runs.items():
+            r[f"sink_{fmt}"] = args.sink_records / min(times)
+            print(f"sink {fmt}: {r[f'sink_{fmt}']:,.0f} rec/s (runs {[round(x, 2) for x in times]} s)", flush=True)
         spark.stop()
     finally:
-        stop(broker)
+        broker.stop()
         shutil.rmtree(work, ignore_errors=True)
 
-    ratio = results["read_rps"] / results["parquet_rps"]
-    stream_ratio = results["stream_pylog_ms"] / results["stream_rate_ms"]
-    summary = [
-        f"| batch read, {args.records:,} x {args.size} B, {args.partitions} partitions, local[2], noop sink | "
-        f"{results['read_rps']:,.0f} rec/s | parquet {results['parquet_rps']:,.0f} rec/s; ratio {ratio:.2f} | "
-        f">= 1,000,000 rec/s and >= 0.5x parquet: {'met' if results['read_rps'] >= 1e6 and ratio >= 0.5 else 'NOT met'} |",
-        f"| streaming, {args.rows_per_batch:,} rows/batch, median of {args.batches} batches | "
-        f"{results['stream_pylog_ms']:.0f} ms/batch | rate-micro-batch {results['stream_rate_ms']:.0f} ms/batch; "
-        f"ratio {stream_ratio:.2f} | <= 1.5x: {'met' if stream_ratio <= 1.5 else 'NOT met'} |",
-        f"| sink, {args.sink_records:,} x {args.size} B, 2 tasks | {results['sink_rps']:,.0f} rec/s | | |",
+    def ratio(a: str, b: str) -> float:
+        return float(r[a]) / float(r[b])
+
+    rows = [
+        f"| batch read, {args.records:,} x {args.size} B, {args.partitions} partitions, {args.compression} | "
+        f"{r['read_pylog']:,.0f} rec/s | Kafka connector {r['read_kafka']:,.0f}; Parquet {r['read_parquet']:,.0f} | "
+        f"{ratio('read_pylog', 'read_kafka'):.2f}x connector (target 1.5x), {ratio('read_pylog', 'read_parquet'):.2f}x "
+        f"Parquet (target 0.5x) |",
     ]
-    print("\n".join(summary))
+    if "read_pylog-librdkafka" in r:
+        rows.append(f"| batch read, pylog's librdkafka path (TLS/SASL) | {r['read_pylog-librdkafka']:,.0f} rec/s | | "
+                    f"{ratio('read_pylog-librdkafka', 'read_kafka'):.2f}x connector |")
+    rows += [
+        f"| streaming, maxOffsetsPerTrigger {args.rows_per_batch:,}, median micro-batch | "
+        f"{r['stream_pylog_ms']:.0f} ms | Kafka connector {r['stream_kafka_ms']:.0f} ms | "
+        f"{ratio('stream_pylog_ms', 'stream_kafka_ms'):.2f}x (target <= 1.2x) |",
+        f"| sink, {args.sink_records:,} x {args.size} B, 2 tasks | {r['sink_pylog']:,.0f} rec/s | "
+        f"Kafka connector {r['sink_kafka']:,.0f} rec/s | {ratio('sink_pylog', 'sink_kafka'):.2f}x (target 1.0x) |",
+        f"| peak Python worker RSS while reading | {r['rss_mb']:.0f} MB | | target < 300 MB |",
+    ]
+    print("\n".join(rows))
     if args.append_results:
         cmd = " ".join(shlex.quote(a) for a in [".venv/bin/python", "bench/spark_read.py", *sys.argv[1:]])
-        load = os.getloadavg()
-        section = (f"\n## Spark data source `pylog` (bench/spark_read.py), {dt.datetime.now().astimezone():%Y-%m-%d %H:%M %Z}\n\n"
-                   f"Command: `{cmd}` (nproc {os.cpu_count()}, load average at the end {load[0]:.1f}, "
-                   "other benchmarks and test suites running on the same machine)\n\n"
-                   "| case | pylog | baseline in the same run | target |\n| --- | --- | --- | --- |\n"
-                   + "\n".join(summary) + "\n")
+        section = (f"\n## Spark read path against Spark's Kafka connector and Parquet (bench/spark_read.py), "
+                   f"{dt.datetime.now(dt.timezone.utc):%Y-%m-%d %H:%M} UTC\n\n"
+                   f"Command: `{cmd}`. Machine: nproc {os.cpu_count()}, load average {load_start:.1f} at the start, "
+                   f"{os.getloadavg()[0]:.1f} at the end.\n\n"
+                   "| case | pylog | peers in the same run | ratio |\n| --- | --- | --- | --- |\n" + "\n".join(rows) + "\n")
         with open(REPO / "bench" / "RESULTS.md", "a") as f:
             f.write(section)
 

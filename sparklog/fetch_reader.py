@@ -9,8 +9,10 @@ read_committed), Kafka's error handling as the JVM connector's consumer does it,
 - UNKNOWN_TOPIC_OR_PARTITION: metadata is refreshed; a partition that is still gone is data loss;
 - NOT_LEADER_OR_FOLLOWER and the other retriable errors, and lost connections: the leader is
   looked up again and the Fetch retried with backoff until kafkaConsumer.pollTimeoutMs passes;
-- a corrupt batch: data loss naming topic, partition and offset (the rest of the range is skipped
-  when failOnDataLoss is false); any other error code fails the task with the code's name.
+- a corrupt batch: the batches before it are read, then data loss naming topic, partition and
+  offset; with failOnDataLoss false the reader goes on at the next batch when the same answer
+  holds it, else skips the rest of the range (and says which offsets); any other error code fails
+  the task with the code's name.
 Never talks to the driver and never decides ranges.
 """
 from __future__ import annotations
@@ -40,11 +42,11 @@ from sparklog.kafka_client import (
     KafkaClientError,
     PartitionError,
 )
-from sparklog.native_decoder import MAX_BATCH_BYTES, CorruptBatchError, decode_range
+from sparklog.native_decoder import MAX_BATCH_BYTES, CorruptBatchError, DecodedRange, decode_range
 from sparklog.planner import OffsetRange
 from sparklog.read_committed import aborted_ranges, drop_aborted
 from sparklog.reader_settings import ReaderSettings
-from sparklog.schema import TRANSIENT_RETRIES, arrow_schema
+from sparklog.schema import ARROW_BATCH_ROWS, TRANSIENT_RETRIES, arrow_schema
 
 log = logging.getLogger(__name__)
 
@@ -138,22 +140,19 @@ class FetchRangeReader:
                     decoded = decode_range(records, topic, partition, self.next_offset, self.end, self._schema,
                                            self.s.include_headers)
                 except CorruptBatchError as e:
-                    self._report(corrupt_records(topic, partition, self.next_offset, self.end, str(e)))
-                    self.next_offset = self.end
-                    break
+                    if e.good is not None and e.good.next_offset > self.next_offset:
+                        yield from self._rows(e.good, fetched.aborted_transactions)
+                    resume = e.resume_at if e.resume_at is not None and e.resume_at > self.next_offset else self.end
+                    self._report(corrupt_records(topic, partition, self.next_offset, min(resume, self.end), str(e)))
+                    self.next_offset = resume
+                    continue
                 if decoded.next_offset < 0:      # one batch is larger than what was asked for
                     if self._max_bytes >= MAX_BATCH_BYTES:
                         raise RangeReadError(f"pylog: reading {self._where()} failed: a record batch is larger "
                                              f"than {MAX_BATCH_BYTES} bytes")
                     self._max_bytes = min(self._max_bytes * 4, MAX_BATCH_BYTES)
                     continue
-                rows = decoded.batch
-                if self.config.read_committed and fetched.aborted_transactions:
-                    rows = drop_aborted(rows, aborted_ranges(decoded.batches, fetched.aborted_transactions))
-                self.next_offset = max(self.next_offset, decoded.next_offset)
-                self._progress()
-                if rows.num_rows:
-                    yield rows
+                yield from self._rows(decoded, fetched.aborted_transactions)
                 continue
             limit = (fetched.last_stable_offset if self.config.read_committed and fetched.last_stable_offset >= 0
                      else fetched.high_watermark)
@@ -163,6 +162,16 @@ class FetchRangeReader:
                 self.end = self.next_offset
                 break
             self._retry(f"no records returned below the high watermark {limit}")
+
+    def _rows(self, decoded: DecodedRange, aborted: list[tuple[int, int]]) -> Iterator[pa.RecordBatch]:
+        """The rows of complete batches, read_committed applied, in Arrow batches of bounded size."""
+        rows = decoded.batch
+        if self.config.read_committed and aborted:
+            rows = drop_aborted(rows, aborted_ranges(decoded.batches, aborted))
+        self.next_offset = max(self.next_offset, decoded.next_offset)
+        self._progress()
+        for first in range(0, rows.num_rows, ARROW_BATCH_ROWS):   # bounded Arrow batches for the JVM
+            yield rows.slice(first, ARROW_BATCH_ROWS)
 
     def _on_error(self, client: KafkaClient, code: int) -> None:
         topic, partition = self.rng.topic, self.rng.partition

@@ -10,6 +10,7 @@ used by the tests to check the native decoder record by record. Never fetches an
 """
 from __future__ import annotations
 
+import struct
 from dataclasses import dataclass
 from typing import Any, NamedTuple
 
@@ -23,7 +24,17 @@ MAX_BATCH_BYTES = 256 * 1024 * 1024   # a compressed batch may not expand beyond
 
 
 class CorruptBatchError(ValueError):
-    """The bytes of a partition are not valid record batches; names topic, partition and where."""
+    """The bytes of a partition are not valid record batches; names topic, partition and where.
+
+    `offset` is the corrupt batch's base offset (when its header was readable), `good` the rows of
+    the complete batches before it, `resume_at` the base offset of the batch after it when that one
+    is in the same data (else None: where the log goes on is unknown).
+    """
+
+    def __init__(self, message: str, offset: int | None = None, good: "DecodedRange | None" = None,
+                 resume_at: int | None = None) -> None:
+        super().__init__(message)
+        self.offset, self.good, self.resume_at = offset, good, resume_at
 
 
 class BatchInfo(NamedTuple):
@@ -59,7 +70,10 @@ def decode_range(data: bytes | memoryview, topic: str, partition: int, start: in
     try:
         d = pylog_native.decode_batches(data, start, end, include_headers, verify_crc, MAX_BATCH_BYTES)
     except pylog_native.DecodeError as e:
-        raise CorruptBatchError(f"{topic}-{partition}: {e}") from None
+        at: int | None = getattr(e, "batch_start", None)
+        good = decode_range(data[:at], topic, partition, start, end, schema, include_headers, verify_crc) if at else None
+        raise CorruptBatchError(f"{topic}-{partition}: {e}", getattr(e, "base_offset", None), good,
+                                _next_batch_offset(data, at)) from None
     n = d["rows"]
     columns = [
         _var(d, "key", pa.binary(), n),
@@ -81,6 +95,20 @@ def decode_range(data: bytes | memoryview, topic: str, partition: int, start: in
         columns.append(pa.ListArray.from_arrays(offsets, struct, type=ARROW_HEADERS, mask=none))
     batches = [BatchInfo(*b) for b in d["batches"]]
     return DecodedRange(pa.RecordBatch.from_arrays(columns, schema=schema), d["next_offset"], d["consumed"], batches)
+
+
+_FRAME = struct.Struct(">qi")   # base offset, batch length
+
+
+def _next_batch_offset(data: bytes | memoryview, at: int | None) -> int | None:
+    """The base offset of the batch after the one starting at byte `at`, if its length is sane and it is in `data`."""
+    if at is None or at + _FRAME.size > len(data):
+        return None
+    _, length = _FRAME.unpack_from(data, at)
+    after = at + _FRAME.size + length
+    if length <= 0 or after + _FRAME.size > len(data):
+        return None
+    return int(_FRAME.unpack_from(data, after)[0])
 
 
 def reference_decode(data: bytes, start: int, end: int) -> list[dict[str, Any]]:

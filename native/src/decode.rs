@@ -87,16 +87,14 @@ fn read_header(r: &mut Reader, batch_len: usize, verify_crc: bool, body: &[u8]) 
     let _leader_epoch = r.i32()?;
     let magic = r.i8()?;
     if magic != 2 {
-        return Err(DecodeError::at(r.position() - 1, &format!("magic {magic}: only record batch v2 is supported"))
-            .in_batch(base_offset));
+        return Err(DecodeError::at(r.position() - 1, &format!("magic {magic}: only record batch v2 is supported")))
     }
     let crc = r.u32()?;
     if verify_crc {
         // CRC32C covers attributes .. end of batch: body[21 .. 12 + batch_len]
         let actual = crc32c::crc32c(&body[21..LOG_OVERHEAD + batch_len]);
         if actual != crc {
-            return Err(DecodeError::at(r.position() - 4, &format!("CRC32C {actual:#010x} does not match {crc:#010x}"))
-                .in_batch(base_offset));
+            return Err(DecodeError::at(r.position() - 4, &format!("CRC32C {actual:#010x} does not match {crc:#010x}")))
         }
     }
     let attributes = r.i16()?;
@@ -108,8 +106,7 @@ fn read_header(r: &mut Reader, batch_len: usize, verify_crc: bool, body: &[u8]) 
     let _base_sequence = r.i32()?;
     let records = r.i32()?;
     if records < 0 || last_offset_delta < 0 {
-        return Err(DecodeError::at(r.position(), &format!("record count {records}, last offset delta {last_offset_delta}"))
-            .in_batch(base_offset));
+        return Err(DecodeError::at(r.position(), &format!("record count {records}, last offset delta {last_offset_delta}")))
     }
     Ok(Header { base_offset, attributes, last_offset_delta, base_timestamp, max_timestamp, producer_id, records })
 }
@@ -191,7 +188,7 @@ pub fn decode(data: &[u8], opts: &Options) -> Result<Decoded, DecodeError> {
         let batch_len = peek.i32()?;
         if batch_len < (HEADER_LEN - LOG_OVERHEAD) as i32 {
             return Err(DecodeError::at(pos + 8, &format!("batch length {batch_len} is shorter than a batch header"))
-                .in_batch(base_offset));
+                .in_batch(base_offset, pos));
         }
         let total = LOG_OVERHEAD + batch_len as usize;
         if total > data.len() - pos {
@@ -199,7 +196,7 @@ pub fn decode(data: &[u8], opts: &Options) -> Result<Decoded, DecodeError> {
         }
         let body = &data[pos..pos + total];
         let mut r = Reader::new(body, pos);
-        let h = read_header(&mut r, batch_len as usize, opts.verify_crc, body).map_err(|e| e.in_batch(base_offset))?;
+        let h = read_header(&mut r, batch_len as usize, opts.verify_crc, body).map_err(|e| e.in_batch(base_offset, pos))?;
         let last_offset = h.base_offset.saturating_add(i64::from(h.last_offset_delta));
         let control = h.attributes & ATTR_CONTROL != 0;
         out.batches.push(BatchInfo {
@@ -215,11 +212,11 @@ pub fn decode(data: &[u8], opts: &Options) -> Result<Decoded, DecodeError> {
             let section = &body[HEADER_LEN..];
             let section_pos = pos + HEADER_LEN;
             if codec == compression::NONE {
-                read_records(section, section_pos, &h, opts, &mut out).map_err(|e| e.in_batch(h.base_offset))?;
+                read_records(section, section_pos, &h, opts, &mut out).map_err(|e| e.in_batch(h.base_offset, pos))?;
             } else {
                 let plain = compression::decompress(codec, section, opts.max_batch_bytes, section_pos)
-                    .map_err(|e| e.in_batch(h.base_offset))?;
-                read_records(&plain, section_pos, &h, opts, &mut out).map_err(|e| e.in_batch(h.base_offset))?;
+                    .map_err(|e| e.in_batch(h.base_offset, pos))?;
+                read_records(&plain, section_pos, &h, opts, &mut out).map_err(|e| e.in_batch(h.base_offset, pos))?;
             }
         }
         pos += total;

@@ -6,16 +6,19 @@ use std::fmt;
 pub struct DecodeError {
     pub position: usize,
     pub base_offset: Option<i64>,
+    /// Byte position of the corrupt batch's first byte, when the error is inside a batch.
+    pub batch_start: Option<usize>,
     pub message: String,
 }
 
 impl DecodeError {
     pub fn at(position: usize, message: &str) -> Self {
-        DecodeError { position, base_offset: None, message: message.to_string() }
+        DecodeError { position, base_offset: None, batch_start: None, message: message.to_string() }
     }
 
-    pub fn in_batch(mut self, base_offset: i64) -> Self {
+    pub fn in_batch(mut self, base_offset: i64, batch_start: usize) -> Self {
         self.base_offset.get_or_insert(base_offset);
+        self.batch_start.get_or_insert(batch_start);
         self
     }
 }

@@ -83,7 +83,14 @@ mod python {
         // is dropped at the end of this function, and the decoder only reads.
         let bytes: &[u8] = unsafe { std::slice::from_raw_parts(data.buf_ptr() as *const u8, data.len_bytes()) };
         let opts = Options { start, end, include_headers, verify_crc, max_batch_bytes };
-        let decoded = py.detach(|| decode(bytes, &opts)).map_err(|e| DecodeError::new_err(e.to_string()))?;
+        let decoded = py.detach(|| decode(bytes, &opts)).map_err(|e| {
+            // the Python error carries where the corrupt batch starts, so the good batches before it can be kept
+            let err = DecodeError::new_err(e.to_string());
+            let value = err.value(py);
+            let _ = value.setattr("batch_start", e.batch_start);
+            let _ = value.setattr("base_offset", e.base_offset);
+            err
+        })?;
         let d = PyDict::new(py);
         d.set_item("rows", decoded.rows())?;
         d.set_item("next_offset", decoded.next_offset)?;

@@ -97,6 +97,21 @@ def test_a_corrupt_batch_names_topic_partition_and_offset():
         decode_range(bytes(raw), "events", 0, 0, 100, SCHEMA, include_headers=True)
 
 
+def test_a_corrupt_batch_keeps_the_batches_before_it_and_says_where_the_next_one_starts():
+    first = encode_batch([b"a", b"b"], base_offset=10)
+    bad = bytearray(encode_batch([b"c"], base_offset=12))
+    bad[-2] ^= 0xFF
+    last = encode_batch([b"d", b"e"], base_offset=13)
+    with pytest.raises(CorruptBatchError) as caught:
+        decode_range(first + bytes(bad) + last, "t", 0, 0, 100, SCHEMA, include_headers=True)
+    e = caught.value
+    assert e.offset == 12 and e.resume_at == 13
+    assert e.good is not None and e.good.batch.column("value").to_pylist() == [b"a", b"b"] and e.good.next_offset == 12
+    with pytest.raises(CorruptBatchError) as caught:
+        decode_range(bytes(bad), "t", 0, 0, 100, SCHEMA, include_headers=True)
+    assert caught.value.good is None and caught.value.resume_at is None and caught.value.offset == 12
+
+
 @settings(max_examples=400, deadline=None, suppress_health_check=list(HealthCheck))
 @given(specs=st.lists(batch_specs(), min_size=1, max_size=3), flips=st.lists(st.tuples(st.integers(0), st.integers(1, 255)),
                                                                             min_size=1, max_size=4),

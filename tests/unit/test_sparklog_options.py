@@ -95,3 +95,34 @@ def test_jaas_configs_that_cannot_translate_are_rejected_with_what_to_do():
     scram = kafka_params({"kafka.sasl.mechanism": "SCRAM-SHA-512", "kafka.sasl.jaas.config":
                           'org.apache.kafka.common.security.scram.ScramLoginModule required username="a" password="b";'})
     assert (scram["sasl.username"], scram["sasl.password"], scram["sasl.mechanism"]) == ("a", "b", "SCRAM-SHA-512")
+
+
+def test_the_native_fetcher_is_chosen_for_plain_tcp_and_librdkafka_for_tls_or_sasl():
+    from sparklog.reader_settings import ReaderSettings
+
+    base = {"kafka.bootstrap.servers": "h:1", "subscribe": "t"}
+    assert ReaderSettings.from_options(parse_batch_options(base)).native
+    for extra in ({"kafka.security.protocol": "SSL"}, {"kafka.sasl.mechanism": "PLAIN"},
+                  {"kafka.security.protocol": "SASL_PLAINTEXT"}, {"fetcher": "librdkafka"}):
+        s = ReaderSettings.from_options(parse_batch_options({**base, **extra}))
+        assert not s.native and s.client is None, extra
+    with pytest.raises(OptionError, match="fetcher 'native' speaks plain TCP only.*security.protocol=SSL"):
+        parse_batch_options({**base, "fetcher": "native", "kafka.security.protocol": "SSL"})
+    with pytest.raises(OptionError, match="fetcher must be one of auto, native, librdkafka, not 'fast'"):
+        parse_batch_options({**base, "fetcher": "fast"})
+
+
+def test_native_client_settings_come_from_kafka_options():
+    from sparklog.reader_settings import ReaderSettings
+
+    s = ReaderSettings.from_options(parse_batch_options({
+        "kafka.bootstrap.servers": "h:1", "subscribe": "t", "kafka.isolation.level": "read_committed",
+        "kafka.max.partition.fetch.bytes": "1024", "kafka.client.id": "me"}))
+    assert s.client is not None and s.client.read_committed and s.client.partition_max_bytes == 1024
+    assert s.client.client_id == "me"
+    with pytest.raises(OptionError, match="kafka.isolation.level"):
+        ReaderSettings.from_options(parse_batch_options({"kafka.bootstrap.servers": "h:1", "subscribe": "t",
+                                                         "kafka.isolation.level": "dirty"}))
+    with pytest.raises(OptionError, match="kafka.fetch.max.bytes.*integer"):
+        ReaderSettings.from_options(parse_batch_options({"kafka.bootstrap.servers": "h:1", "subscribe": "t",
+                                                         "kafka.fetch.max.bytes": "lots"}))
