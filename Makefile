@@ -33,6 +33,12 @@ $(STAMPS)/jars-spark-kafka: jvm/spark-kafka.xml
 	mvn -q -f jvm/spark-kafka.xml dependency:copy-dependencies -DoutputDirectory=$(CURDIR)/$(JARS)/spark-kafka -DincludeScope=runtime
 	@touch $@
 
+# Apache Kafka's broker (test peer): jars from Maven Central into the same cache
+$(STAMPS)/jars-kafka-broker: jvm/kafka-broker.xml
+	@mkdir -p $(STAMPS)
+	mvn -q -f jvm/kafka-broker.xml dependency:copy-dependencies -DoutputDirectory=$(CURDIR)/$(JARS)/kafka-broker -DincludeScope=runtime
+	@touch $@
+
 $(STAMPS)/apt:
 	@mkdir -p $(STAMPS)
 	@missing=""; for p in $(APT_PACKAGES); do dpkg -s $$p >/dev/null 2>&1 || missing="$$missing $$p"; done; \
@@ -42,7 +48,7 @@ $(STAMPS)/apt:
 	fi
 	@touch $@
 
-test: install typecheck
+test: install typecheck $(STAMPS)/jars-kafka-broker
 	$(PY) -m pytest -q -p no:cacheprovider $(PYTEST_ARGS)
 
 typecheck: $(STAMPS)/venv

@@ -17,24 +17,31 @@ import itertools
 import socket
 import struct
 from dataclasses import dataclass
-from datetime import timedelta
 from typing import Any, Optional
 
 from broker.protocol.client_codec import (
+    DESCRIBE_LOG_DIRS,
+    FETCH,
+    LIST_OFFSETS,
+    METADATA,
     ResponseError,
     decode_response,
     encode_request,
-    make,
-    nested,
+    fetch_request,
+    list_offsets_request,
+    log_dirs_request,
+    metadata_request,
     request_class,
     response_body_start,
 )
 from broker.protocol.fetch_response import FetchedPartition, FetchResponseError, decode_fetch_response
 
-FETCH, LIST_OFFSETS, METADATA, API_VERSIONS = 1, 2, 3, 18
+API_VERSIONS = 18
 # The versions this client speaks; the highest one the broker also speaks is used. Fetch stops at
-# v12, the last version that names topics (v13+ address them by topic id).
+# v12, the last version that names topics (v13+ address them by topic id). DescribeLogDirs is
+# optional (only maxBytesPerTrigger needs it).
 SUPPORTED = {FETCH: (4, 12), LIST_OFFSETS: (1, 7), METADATA: (4, 12), API_VERSIONS: (0, 0)}
+OPTIONAL = {DESCRIBE_LOG_DIRS: (1, 4)}
 EARLIEST, LATEST = -2, -1
 MAX_RESPONSE_BYTES = 1 << 30
 _SIZE = struct.Struct(">i")
@@ -97,9 +104,11 @@ class BrokerConnection:
         if answer.error_code.value != NONE:
             raise KafkaClientError(f"{self.address} refused ApiVersions: {answer.error_code.name}")
         offered = {a.api_key: (a.min_version, a.max_version) for a in answer.api_keys}
-        for key, (low, high) in SUPPORTED.items():
+        for key, (low, high) in [*SUPPORTED.items(), *OPTIONAL.items()]:
             theirs = offered.get(key)
             if theirs is None or theirs[0] > high or theirs[1] < low:
+                if key in OPTIONAL:
+                    continue
                 raise KafkaClientError(f"{self.address} speaks API {key} in versions {theirs}, this client in "
                                        f"{low}-{high}")
             self.versions[key] = min(high, theirs[1])
@@ -208,12 +217,8 @@ class KafkaClient:
         """Reload the leaders of `topic`; {partition: error code} (UNKNOWN_TOPIC_OR_PARTITION for a missing topic)."""
         conn = self._any_connection()
         version = conn.versions[METADATA]
-        cls = request_class(METADATA, version)
-        topic_cls = nested(cls, "MetadataRequestTopic")
-        request = make(cls, topics=(make(topic_cls, name=topic, topic_id=None),), allow_auto_topic_creation=False,
-                       include_cluster_authorized_operations=False, include_topic_authorized_operations=False)
         try:
-            answer = conn.call(METADATA, version, request)
+            answer = conn.call(METADATA, version, metadata_request(version, topic))
         except BrokerUnavailableError:
             self.close()
             raise
@@ -256,16 +261,10 @@ class KafkaClient:
         """One Fetch of one partition from its leader at `offset`."""
         leader = self.leader(topic, partition)
         conn = self._connection(leader.node_id)
-        version = conn.versions[FETCH]
-        cls = request_class(FETCH, version)
         part_bytes = max_bytes or self.config.partition_max_bytes
-        p = make(nested(cls, "FetchPartition"), partition=partition, current_leader_epoch=-1, fetch_offset=offset,
-                 last_fetched_epoch=-1, log_start_offset=-1, partition_max_bytes=part_bytes)
-        request = make(cls, cluster_id=None, replica_id=-1, max_wait=timedelta(milliseconds=self.config.fetch_max_wait_ms),
-                       min_bytes=1, max_bytes=max(self.config.fetch_max_bytes, part_bytes),
-                       isolation_level=1 if self.config.read_committed else 0, session_id=0, session_epoch=-1,
-                       topics=(make(nested(cls, "FetchTopic"), topic=topic, partitions=(p,)),),
-                       forgotten_topics_data=(), rack_id="")
+        request = fetch_request(conn.versions[FETCH], topic, partition, offset, part_bytes,
+                                max(self.config.fetch_max_bytes, part_bytes), self.config.fetch_max_wait_ms,
+                                self.config.read_committed)
         try:
             partitions = conn.fetch(request)
         except BrokerUnavailableError:
@@ -281,11 +280,7 @@ class KafkaClient:
         leader = self.leader(topic, partition)
         conn = self._connection(leader.node_id)
         version = conn.versions[LIST_OFFSETS]
-        cls = request_class(LIST_OFFSETS, version)
-        p = make(nested(cls, "ListOffsetsPartition"), partition_index=partition, current_leader_epoch=-1,
-                 timestamp=timestamp, max_num_offsets=1)
-        request = make(cls, replica_id=-1, isolation_level=1 if self.config.read_committed else 0,
-                       topics=(make(nested(cls, "ListOffsetsTopic"), name=topic, partitions=(p,)),))
+        request = list_offsets_request(version, topic, partition, timestamp, self.config.read_committed)
         try:
             answer = conn.call(LIST_OFFSETS, version, request)
         except BrokerUnavailableError:
@@ -298,6 +293,27 @@ class KafkaClient:
                         raise PartitionError(topic, partition, r.error_code.value)
                     return int(r.offset)
         raise KafkaClientError(f"{conn.address} answered ListOffsets of {topic}-{partition} without that partition")
+
+    def log_sizes(self, topic: str, partitions: list[int]) -> dict[int, int]:
+        """Bytes each partition holds on its leader's disk (DescribeLogDirs); partitions a leader does
+        not report are left out. KafkaClientError when a leader does not speak DescribeLogDirs."""
+        by_leader: dict[int, list[int]] = {}
+        for p in partitions:
+            by_leader.setdefault(self.leader(topic, p).node_id, []).append(p)
+        sizes: dict[int, int] = {}
+        for node, parts in by_leader.items():
+            conn = self._connection(node)
+            version = conn.versions.get(DESCRIBE_LOG_DIRS)
+            if version is None:
+                raise KafkaClientError(f"{conn.address} does not answer DescribeLogDirs (API 35)")
+            answer = conn.call(DESCRIBE_LOG_DIRS, version, log_dirs_request(version, topic, parts))
+            for result in answer.results:
+                for t in result.topics:
+                    if t.name == topic:
+                        for p in t.partitions:
+                            if not p.is_future_key:
+                                sizes[p.partition_index] = sizes.get(p.partition_index, 0) + int(p.partition_size)
+        return sizes
 
     def close(self) -> None:
         for conn in [*self._connections.values(), *([self._any] if self._any else [])]:

@@ -83,6 +83,7 @@ class ReadOptions:
     min_partitions: Optional[int] = None
     max_records_per_partition: Optional[int] = None
     max_offsets_per_trigger: Optional[int] = None
+    max_bytes_per_trigger: Optional[int] = None   # bytes as stored in the log (see planner.byte_limit)
     min_offsets_per_trigger: Optional[int] = None
     max_trigger_delay_ms: int = 15 * 60 * 1000
     poll_timeout_ms: int = DEFAULT_POLL_TIMEOUT_MS
@@ -122,6 +123,19 @@ def parse_positive_int(name: str, value: str, message: Optional[str] = None) -> 
     if n <= 0:
         raise OptionError(message or f"{name} must be positive")
     return n
+
+
+_BYTE_UNITS = {"": 1, "b": 1, "k": 1 << 10, "kb": 1 << 10, "m": 1 << 20, "mb": 1 << 20, "g": 1 << 30, "gb": 1 << 30}
+
+
+def parse_bytes(name: str, value: str) -> int:
+    """A positive byte count: `1048576`, `512k`, `100m`, `2g` (binary units, as Spark's byte strings)."""
+    m = re.fullmatch(r"\s*(\d+)\s*([a-zA-Z]*)\s*", value)
+    unit = m.group(2).lower() if m else ""
+    if not m or unit not in _BYTE_UNITS or int(m.group(1)) <= 0:
+        raise OptionError(f"Invalid value '{value}' for option '{name}': expected a positive byte count such as "
+                          "1048576, 512k, 100m or 2g")
+    return int(m.group(1)) * _BYTE_UNITS[unit]
 
 
 _TIME_UNITS_MS = {"us": 0.001, "ms": 1, "s": 1000, "m": 60_000, "min": 60_000, "h": 3_600_000, "d": 86_400_000}
@@ -308,6 +322,11 @@ def validate_general(options: Mapping[str, str]) -> dict[str, str]:
         raise OptionError(f"The value of minOffsetPerTrigger({mn}) is higher than the maxOffsetsPerTrigger({mx}).")
     if "maxtriggerdelay" in opts:
         parse_duration_ms("maxTriggerDelay", opts["maxtriggerdelay"])
+    if "maxbytespertrigger" in opts:
+        parse_bytes("maxBytesPerTrigger", opts["maxbytespertrigger"])
+        if needs_librdkafka(kafka_params(opts)):
+            raise OptionError("maxBytesPerTrigger reads partition sizes with pylog's own client, which speaks plain "
+                              "TCP only; it is not available with TLS or SASL yet (use maxOffsetsPerTrigger)")
     for name in ("failOnDataLoss", "includeHeaders"):
         if name.lower() in opts:
             parse_bool(name, opts[name.lower()])
@@ -368,6 +387,8 @@ def _read_options(opts: dict[str, str], starting: off.OffsetSpec, ending: off.Of
         min_partitions=int(opts["minpartitions"]) if "minpartitions" in opts else None,
         max_records_per_partition=int(opts["maxrecordsperpartition"]) if "maxrecordsperpartition" in opts else None,
         max_offsets_per_trigger=int(opts["maxoffsetspertrigger"]) if "maxoffsetspertrigger" in opts else None,
+        max_bytes_per_trigger=parse_bytes("maxBytesPerTrigger", opts["maxbytespertrigger"])
+        if "maxbytespertrigger" in opts else None,
         min_offsets_per_trigger=int(opts["minoffsetspertrigger"]) if "minoffsetspertrigger" in opts else None,
         max_trigger_delay_ms=parse_duration_ms("maxTriggerDelay", opts.get("maxtriggerdelay", DEFAULT_MAX_TRIGGER_DELAY)),
         poll_timeout_ms=parse_positive_int("kafkaConsumer.pollTimeoutMs", opts.get("kafkaconsumer.polltimeoutms", str(DEFAULT_POLL_TIMEOUT_MS))),
@@ -410,7 +431,7 @@ def parse_batch_options(options: Mapping[str, str]) -> ReadOptions:
                 raise OptionError(f"ending offset for {off.format_tp(tp)} can't be earliest for batch queries on Kafka")
     _check_unmatched(start, end)
     opts = validate_general(opts)
-    for name in ("maxOffsetsPerTrigger", "minOffsetsPerTrigger", "maxTriggerDelay"):
+    for name in ("maxOffsetsPerTrigger", "maxBytesPerTrigger", "minOffsetsPerTrigger", "maxTriggerDelay"):
         if name.lower() in opts:
             log.warning("%s option ignored in batch queries", name)
     return _read_options(opts, start, end, "spark-kafka-relation")

@@ -4,8 +4,9 @@ Owns: `OffsetRange` (one topic-partition's [start, end)), the `RangePartition` h
 ranges one task reads), `split_ranges` (maxRecordsPerPartition and minPartitions splitting without
 gaps or overlaps, like `KafkaOffsetRangeCalculator`), `coalesce` (small ranges of many partitions
 packed into fewer tasks, which Spark's connector does not do), `plan_tasks` (the two together: the
-one place tasks are planned) and `rate_limit` (maxOffsetsPerTrigger split across partitions in
-proportion to their backlog, like `KafkaMicroBatchStream.rateLimit`).
+one place tasks are planned), `rate_limit` (maxOffsetsPerTrigger split across partitions in
+proportion to their backlog, like `KafkaMicroBatchStream.rateLimit`) and `byte_limit`
+(maxBytesPerTrigger, which Spark's connector lacks, shared the same way in stored bytes).
 Never talks to a broker or to Spark.
 """
 from __future__ import annotations
@@ -167,4 +168,37 @@ def rate_limit(limit: int, start: Mapping[TopicPartition, int], latest: Mapping[
         prorate = limit * (sizes[tp] / total)
         share = int(math.ceil(prorate) if prorate < 1 else math.floor(prorate))
         out[tp] = min(end, begin + share)
+    return out
+
+
+def byte_limit(limit_bytes: int, start: Mapping[TopicPartition, int], latest: Mapping[TopicPartition, int],
+               new_partition_start: Mapping[TopicPartition, int],
+               bytes_per_record: Mapping[TopicPartition, float]) -> PartitionOffsets:
+    """End offsets admitting about `limit_bytes` bytes as stored in the log (maxBytesPerTrigger).
+
+    Each partition's backlog is weighed in bytes (records x its average stored record size; a
+    partition without an estimate takes the mean of the others) and the limit is shared in
+    proportion, as `rate_limit` shares records: at least one record per partition with a backlog,
+    no end past `latest`.
+    """
+    known = [b for b in bytes_per_record.values() if b > 0]
+    fallback = sum(known) / len(known) if known else 1.0
+    # a stored record takes at least a byte (its batch far more): the floor keeps shares finite
+    weight = {tp: max(bytes_per_record.get(tp, 0) or fallback, 1.0) for tp in latest}
+    backlog_bytes: dict[TopicPartition, float] = {}
+    for tp, end in latest.items():
+        begin = start.get(tp, new_partition_start.get(tp))
+        if begin is not None and end > begin:
+            backlog_bytes[tp] = (end - begin) * weight[tp]
+    total = sum(backlog_bytes.values())
+    if total <= 0:
+        return dict(latest)
+    out: PartitionOffsets = {}
+    for tp, end in latest.items():
+        if tp not in backlog_bytes:
+            out[tp] = end
+            continue
+        begin = start.get(tp, new_partition_start.get(tp, 0))
+        share = limit_bytes * backlog_bytes[tp] / total
+        out[tp] = min(end, begin + max(1, int(share // weight[tp])))
     return out

@@ -1,7 +1,8 @@
 """Micro-batch reads: `spark.readStream.format("pylog")`.
 
 Owns the streaming offsets (`{"topic":{"0":23}}`, next offset to read per partition), admission
-control (maxOffsetsPerTrigger as `ReadMaxRows`, split in proportion to backlog; minOffsetsPerTrigger
+control (maxOffsetsPerTrigger as `ReadMaxRows`, split in proportion to backlog; maxBytesPerTrigger
+as `ReadMaxBytes`, in bytes as stored, weighed from each partition's size on disk; minOffsetsPerTrigger
 with maxTriggerDelay), Trigger.AvailableNow (a target fixed once, then capped batches up to it),
 partition discovery (new partitions and new pattern topics start from earliest), the driver-side
 data-loss checks (failOnDataLoss), query progress (`reportLatestOffset`) and the optional progress
@@ -19,6 +20,7 @@ from pyspark.sql.datasource import DataSourceStreamReader, InputPartition
 from pyspark.sql.streaming.datasource import (
     ReadAllAvailable,
     ReadLimit,
+    ReadMaxBytes,
     ReadMaxRows,
     ReadMinRows,
     SupportsTriggerAvailableNow,
@@ -30,9 +32,10 @@ from sparklog.executor import read_task
 from sparklog.log_changes import LogChange, find_changes, resume_offsets
 from sparklog.offset_reader import OffsetReader
 from sparklog.options import ReadOptions
-from sparklog.planner import OffsetRange, RangePartition, backlog, plan_tasks, rate_limit
+from sparklog.kafka_client import KafkaClient, KafkaClientError
+from sparklog.planner import OffsetRange, RangePartition, backlog, byte_limit, plan_tasks, rate_limit
 from sparklog.progress import GroupProgress
-from sparklog.reader_settings import ReaderSettings
+from sparklog.reader_settings import ReaderSettings, client_config
 
 log = logging.getLogger(__name__)
 
@@ -43,6 +46,7 @@ class PylogStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
         self.settings = ReaderSettings.from_options(opts)
         self._offsets: Optional[OffsetReader] = None
         self._progress: Optional[GroupProgress] = None
+        self._sizes: Optional[KafkaClient] = None                 # maxBytesPerTrigger's DescribeLogDirs
         self._target: Optional[off.PartitionOffsets] = None      # Trigger.AvailableNow end
         self._latest: Optional[off.PartitionOffsets] = None      # last seen, for reportLatestOffset
         self._last_trigger_ms = 0.0
@@ -53,6 +57,7 @@ class PylogStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
         state = dict(self.__dict__)
         state["_offsets"] = None
         state["_progress"] = None
+        state["_sizes"] = None
         return state
 
     @property
@@ -84,7 +89,9 @@ class PylogStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
 
     def getDefaultReadLimit(self) -> ReadLimit:
         if self.opts.max_offsets_per_trigger is not None:
-            return ReadMaxRows(self.opts.max_offsets_per_trigger)
+            return ReadMaxRows(self.opts.max_offsets_per_trigger)   # maxBytesPerTrigger also applies
+        if self.opts.max_bytes_per_trigger is not None:
+            return ReadMaxBytes(self.opts.max_bytes_per_trigger)
         if self.opts.min_offsets_per_trigger is not None:
             return ReadMinRows(self.opts.min_offsets_per_trigger)
         return ReadAllAvailable()
@@ -128,11 +135,39 @@ class PylogStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
             log.debug("pylog stream: delaying batch, fewer than %d new records", min_rows)
             return start
         max_rows = limit.max_rows if isinstance(limit, ReadMaxRows) else self.opts.max_offsets_per_trigger
-        if max_rows is None:
+        max_bytes = limit.max_bytes if isinstance(limit, ReadMaxBytes) else self.opts.max_bytes_per_trigger
+        if max_rows is None and max_bytes is None:
             return off.to_offset_dict(latest, ids)
         new_tps = [tp for tp in latest if tp not in begin]
         new_start = self.kafka.earliest(new_tps) if new_tps else {}
-        return off.to_offset_dict(rate_limit(max_rows, begin, latest, new_start), ids)
+        end = dict(latest)
+        if max_rows is not None:
+            end = rate_limit(max_rows, begin, latest, new_start)
+        if max_bytes is not None:
+            by_bytes = byte_limit(max_bytes, begin, latest, new_start, self._record_sizes(latest))
+            end = {tp: min(o, by_bytes[tp]) for tp, o in end.items()}
+        return off.to_offset_dict(end, ids)
+
+    def _record_sizes(self, latest: off.PartitionOffsets) -> dict[off.TopicPartition, float]:
+        """Average stored bytes per offset of each partition: its size on disk (DescribeLogDirs) over
+        its offsets; what maxBytesPerTrigger weighs records with."""
+        if self._sizes is None:
+            self._sizes = KafkaClient(client_config(self.opts))
+        earliest = self.kafka.earliest(list(latest))
+        out: dict[off.TopicPartition, float] = {}
+        try:
+            for topic in sorted({tp[0] for tp in latest}):
+                parts = sorted(p for t, p in latest if t == topic)
+                for p, size in self._sizes.log_sizes(topic, parts).items():
+                    records = latest[(topic, p)] - earliest.get((topic, p), 0)
+                    if records > 0 and size > 0:
+                        out[(topic, p)] = size / records
+        except KafkaClientError as e:
+            self._sizes.close()
+            self._sizes = None
+            raise RuntimeError(f"maxBytesPerTrigger needs the partitions' sizes on disk, which the broker does not "
+                               f"give: {e}") from None
+        return out
 
     def reportLatestOffset(self) -> Optional[dict]:
         if self._latest is None:   # e.g. a batch re-run from the offset log after a restart
@@ -191,7 +226,7 @@ class PylogStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
         self._mirror(off.from_offset_dict(end))
 
     def stop(self) -> None:
-        for client in (self._progress, self._offsets):
+        for client in (self._progress, self._offsets, self._sizes):
             if client is not None:
                 try:
                     client.close()
@@ -199,3 +234,4 @@ class PylogStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
                     log.debug("closing a Kafka client failed", exc_info=True)
         self._progress = None
         self._offsets = None
+        self._sizes = None

@@ -37,9 +37,11 @@ def _fields(cls: type) -> tuple[_FieldSpec, ...]:
         nested = None
         is_tuple = False
         origin = typing.get_origin(hint)
-        if origin is tuple:
+        tuple_hint = hint if origin is tuple else next(   # `tuple[X, ...] | None`: a nullable array
+            (a for a in typing.get_args(hint) if typing.get_origin(a) is tuple), None)
+        if tuple_hint is not None:
             is_tuple = True
-            arg = typing.get_args(hint)[0]
+            arg = typing.get_args(tuple_hint)[0]
             if dataclasses.is_dataclass(arg):
                 nested = arg
         else:
@@ -54,6 +56,8 @@ def _fields(cls: type) -> tuple[_FieldSpec, ...]:
 
 def _convert(spec: _FieldSpec, value: Any) -> Any:
     kt = spec.kafka_type
+    if value is None and spec.optional:
+        return None
     if spec.nested is not None:
         if spec.is_tuple:
             return tuple(v if dataclasses.is_dataclass(v) else build(spec.nested, v) for v in value)

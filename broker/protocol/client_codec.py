@@ -1,22 +1,21 @@
 """The client's side of the wire: request frames out, response bodies in. Sans I/O.
 
-Owns what a Kafka client (the Spark source's own fetcher) needs beyond the broker's codecs: building
-a kio request entity of whichever version the broker negotiated (`make` keeps only the fields that
-version has), encoding it with a request header v1/v2 into a frame, and reading a response frame's
-header and body. Fetch bodies are read by `fetch_response.decode_fetch_response`, so their record
+Owns what a Kafka client (the Spark source's own fetcher) needs beyond the broker's codecs: the
+requests it sends, built for whichever version the broker negotiated (`builder.build` keeps only the
+fields that version has), encoding them with a request header v1/v2 into a frame, and reading a
+response frame's header and body. Fetch bodies are read by `fetch_response.decode_fetch_response`, so their record
 sets stay views of the frame; every other body through kio, after the same length guard the broker
 applies to requests. Knows nothing about sockets.
 """
 from __future__ import annotations
 
-import dataclasses
 import io
 import struct
-import sys
 from typing import Any
 
 from kio.serial.errors import DecodeError
 
+from broker.protocol.builder import build
 from broker.protocol.codec import API_VERSIONS_KEY, entity_decoder, entity_encoder, request_schema, response_schema
 from broker.protocol.length_guard import LengthError, check_lengths
 from broker.protocol.varint import VarintError, skip_tagged_fields
@@ -30,24 +29,43 @@ class ResponseError(ValueError):
     """A response that cannot be decoded, or that answers another request."""
 
 
-def make(cls: type, **values: Any) -> Any:
-    """A kio entity of `cls` from the values its version has; fields it lacks are dropped."""
-    names = {f.name for f in dataclasses.fields(cls)}
-    return cls(**{k: v for k, v in values.items() if k in names})
-
-
-def nested(cls: type, name: str) -> type:
-    """An entity class defined beside `cls` in its version's module (e.g. FetchTopic beside FetchRequest)."""
-    found = getattr(sys.modules[cls.__module__], name)
-    assert isinstance(found, type)
-    return found
-
-
 def request_class(api_key: int, version: int) -> type:
     cls = request_schema(api_key, version)
     if cls is None:
         raise ValueError(f"no request schema for API key {api_key} v{version}")
     return cls
+
+
+FETCH, LIST_OFFSETS, METADATA, DESCRIBE_LOG_DIRS = 1, 2, 3, 35
+
+
+def fetch_request(version: int, topic: str, partition: int, offset: int, partition_max_bytes: int,
+                  max_bytes: int, max_wait_ms: int, read_committed: bool) -> Any:
+    """A full Fetch of one partition (no fetch session, no leader epoch check)."""
+    return build(request_class(FETCH, version), {
+        "replica_id": -1, "max_wait": max_wait_ms, "min_bytes": 1, "max_bytes": max_bytes,
+        "isolation_level": int(read_committed), "session_id": 0, "session_epoch": -1, "rack_id": "",
+        "topics": [{"topic": topic, "partitions": [{
+            "partition": partition, "current_leader_epoch": -1, "fetch_offset": offset, "last_fetched_epoch": -1,
+            "log_start_offset": -1, "partition_max_bytes": partition_max_bytes}]}]})
+
+
+def metadata_request(version: int, topic: str) -> Any:
+    """Metadata of one topic, never creating it."""
+    return build(request_class(METADATA, version), {"topics": [{"name": topic}], "allow_auto_topic_creation": False})
+
+
+def list_offsets_request(version: int, topic: str, partition: int, timestamp: int, read_committed: bool) -> Any:
+    """The offset of one partition for `timestamp` (-2 earliest, -1 latest, or a time in ms)."""
+    return build(request_class(LIST_OFFSETS, version), {
+        "replica_id": -1, "isolation_level": int(read_committed),
+        "topics": [{"name": topic, "partitions": [{"partition_index": partition, "current_leader_epoch": -1,
+                                                   "timestamp": timestamp, "max_num_offsets": 1}]}]})
+
+
+def log_dirs_request(version: int, topic: str, partitions: list[int]) -> Any:
+    """DescribeLogDirs of some partitions of one topic (their size on disk)."""
+    return build(request_class(DESCRIBE_LOG_DIRS, version), {"topics": [{"topic": topic, "partitions": partitions}]})
 
 
 def encode_request(api_key: int, version: int, correlation_id: int, client_id: str, body: Any) -> bytes:

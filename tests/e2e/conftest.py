@@ -14,7 +14,9 @@ from typing import Any, Callable, Iterable, Iterator
 import pytest
 from confluent_kafka import Producer, KafkaException
 
+from broker.process import ServerProcess
 from tests.support.broker_process import BrokerProcess
+from tests.support.kafka_broker import KafkaBroker
 
 REPO = Path(__file__).resolve().parents[2]
 
@@ -42,10 +44,14 @@ def spark() -> Iterator[Any]:
     session.stop()
 
 
-@pytest.fixture(scope="session")
-def shared_broker(tmp_path_factory: pytest.TempPathFactory) -> Iterator[BrokerProcess]:
-    """One broker for the tests that only need topics of their own."""
-    b = BrokerProcess(tmp_path_factory.mktemp("spark-broker") / "data").start()
+@pytest.fixture(scope="session", params=["pylog", "apache-kafka"])
+def shared_broker(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory) -> Iterator[ServerProcess]:
+    """One broker for the tests that only need topics of their own: every such test runs against
+    pylog's broker and against Apache Kafka itself (the source must read any Kafka-protocol broker)."""
+    if request.param == "pylog":
+        b: ServerProcess = BrokerProcess(tmp_path_factory.mktemp("spark-broker") / "data").start()
+    else:
+        b = KafkaBroker(tmp_path_factory.mktemp("apache-kafka") / "kafka").start()
     yield b
     b.close()
 

@@ -74,6 +74,21 @@ def test_rate_limit_is_proportional_to_backlog(spark, shared_broker, topic_name,
     assert offsets_read(spark, tmp_path / "out") == [(0, o) for o in range(90)] + [(1, o) for o in range(10)]
 
 
+def test_max_bytes_per_trigger_bounds_each_batch_in_stored_bytes(spark, shared_broker, topic_name, tmp_path):
+    topic = topic_name("bytes")
+    create_topic(shared_broker.bootstrap, topic, 2)
+    produce_records(shared_broker.bootstrap, topic, [{"value": b"L" * 1000, "partition": 0}] * 60
+                    + [{"value": b"s" * 10, "partition": 1}] * 60)
+    df = stream(spark, shared_broker.bootstrap, subscribe=topic, startingOffsets="earliest", maxBytesPerTrigger="20k")
+    q = run_available_now(df, tmp_path / "cp", tmp_path / "out")
+    assert offsets_read(spark, tmp_path / "out") == [(p, o) for p in range(2) for o in range(60)]
+    batches = data_batches(q)
+    # about 61 KB stored in all: 20 KB per trigger means 3-5 batches, none of them everything at once
+    assert 3 <= len(batches) <= 6 and max(batches) < 120, batches
+    rows = spark.read.parquet(str(tmp_path / "out")).groupBy("partition").count().collect()
+    assert {r["partition"]: r["count"] for r in rows} == {0: 60, 1: 60}
+
+
 def test_restart_from_checkpoint_continues_without_gaps_or_duplicates(spark, shared_broker, topic_name, tmp_path):
     topic = topic_name("restart")
     create_topic(shared_broker.bootstrap, topic, 2)

@@ -163,3 +163,17 @@ def test_the_native_path_reads_tansu(tmp_path):
         assert [(r["key"], r["value"]) for r in got] == [(b"k%d" % i, b"v%d" % i) for i in range(500)]
     finally:
         tansu.close()
+
+
+def test_describe_log_dirs_reports_each_partitions_bytes_on_disk(pylog_broker):
+    bs, topic = pylog_broker.bootstrap, "sizes"
+    create_topic(bs, topic, 2)
+    produce(bs, topic, [b"x" * 1000] * 30, partition=0)
+    produce(bs, topic, [b"y" * 10] * 30, partition=1)
+    client = KafkaClient(ClientConfig(bs))
+    try:
+        sizes = client.log_sizes(topic, [0, 1])
+    finally:
+        client.close()
+    on_disk = {p: sum(f.stat().st_size for f in Path(pylog_broker.data_dir).glob(f"{topic}-{p}/*.log")) for p in (0, 1)}
+    assert sizes == on_disk and sizes[0] > 30_000 > 300 < sizes[1] < 3_000

@@ -126,3 +126,12 @@ def test_native_client_settings_come_from_kafka_options():
     with pytest.raises(OptionError, match="kafka.fetch.max.bytes.*integer"):
         ReaderSettings.from_options(parse_batch_options({"kafka.bootstrap.servers": "h:1", "subscribe": "t",
                                                          "kafka.fetch.max.bytes": "lots"}))
+
+
+def test_max_bytes_per_trigger_takes_byte_strings():
+    base = {"kafka.bootstrap.servers": "h:1", "subscribe": "t"}
+    assert parse_stream_options({**base, "maxBytesPerTrigger": "100m"}).max_bytes_per_trigger == 100 << 20
+    assert parse_stream_options({**base, "maxBytesPerTrigger": "4096"}).max_bytes_per_trigger == 4096
+    for bad in ("0", "-1", "10x", "lots"):
+        with pytest.raises(OptionError, match="maxBytesPerTrigger.*positive byte count"):
+            parse_stream_options({**base, "maxBytesPerTrigger": bad})

@@ -3,7 +3,7 @@ from __future__ import annotations
 
 from hypothesis import given, strategies as st
 
-from sparklog.planner import OffsetRange, backlog, coalesce, plan_tasks, rate_limit, split_ranges
+from sparklog.planner import OffsetRange, backlog, byte_limit, coalesce, plan_tasks, rate_limit, split_ranges
 
 
 def _covers_exactly(pieces, ranges):
@@ -104,3 +104,32 @@ def test_a_plan_reads_every_offset_once(spans, slots, min_partitions, max_record
         assert all(t.size <= max_records for t in tasks)
     if min_partitions:
         assert len(tasks) >= min(min_partitions, len(split_ranges(ranges, min_partitions, max_records)))
+
+
+def test_byte_limit_weighs_backlogs_by_stored_record_size():
+    start = {("t", 0): 0, ("t", 1): 0}
+    latest = {("t", 0): 100, ("t", 1): 100}
+    sizes = {("t", 0): 1000.0, ("t", 1): 10.0}       # bytes per record
+    end = byte_limit(10_100, start, latest, {}, sizes)
+    # backlogs 100 KB and 1 KB: shares 10,000 B (10 records) and 100 B (10 records)
+    assert end == {("t", 0): 10, ("t", 1): 10}
+
+
+def test_byte_limit_reads_at_least_one_record_and_never_passes_latest():
+    start = {("t", 0): 5, ("t", 1): 0}
+    latest = {("t", 0): 6, ("t", 1): 3}
+    assert byte_limit(1, start, latest, {}, {("t", 0): 500.0, ("t", 1): 500.0}) == {("t", 0): 6, ("t", 1): 1}
+    assert byte_limit(10**9, start, latest, {}, {}) == latest, "no estimate: the mean (1 byte) of nothing"
+
+
+@given(st.lists(st.tuples(st.integers(0, 1000), st.integers(0, 1000), st.floats(0, 5000)), min_size=1, max_size=6),
+       st.integers(1, 10**7))
+def test_byte_limit_stays_within_each_partitions_backlog(parts, limit):
+    start = {("t", i): s for i, (s, _, _) in enumerate(parts)}
+    latest = {("t", i): s + n for i, (s, n, _) in enumerate(parts)}
+    sizes = {("t", i): b for i, (_, _, b) in enumerate(parts)}
+    end = byte_limit(limit, start, latest, {}, sizes)
+    for tp in latest:
+        assert start[tp] <= end[tp] <= latest[tp]
+        if latest[tp] > start[tp]:
+            assert end[tp] > start[tp], "every partition with a backlog moves"
