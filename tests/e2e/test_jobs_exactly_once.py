@@ -16,6 +16,7 @@ from deltalake import DeltaTable
 
 from tests.support.clients import create_topic
 from tests.support.jobs import assert_exactly_once, finish, kill, produce_events, run_job, table_versions
+from tests.support.kafka_broker import KafkaBroker
 
 pytestmark = [pytest.mark.slow, pytest.mark.timeout(900)]
 
@@ -26,7 +27,19 @@ def _stream_settings(bootstrap: str, tmp: Path, **extra: object) -> dict[str, ob
             "trigger": "available-now", "source.max.offsets.per.trigger": 400, **extra}
 
 
-def test_stream_to_delta_survives_a_kill_loop_exactly_once(pylog_broker, tmp_path):
+@pytest.fixture(params=["pylog", "apache-kafka"])
+def any_broker(request, broker_factory, tmp_path):
+    """pylog's broker, then Apache Kafka itself: the jobs' exactly-once must not depend on whose log it reads."""
+    if request.param == "pylog":
+        yield broker_factory()
+        return
+    kafka = KafkaBroker(tmp_path / "apache-kafka").start()
+    yield kafka
+    kafka.close()
+
+
+def test_stream_to_delta_survives_a_kill_loop_exactly_once(any_broker, tmp_path):
+    pylog_broker = any_broker
     create_topic(pylog_broker.bootstrap, "events", partitions=3)
     total = 4000
     produce_events(pylog_broker.bootstrap, "events", 0, total)
