@@ -151,24 +151,7 @@ def rate_limit(limit: int, start: Mapping[TopicPartition, int], latest: Mapping[
     partitions are never starved; no end passes `latest`. Partitions absent from `start` begin at
     `new_partition_start`.
     """
-    sizes: dict[TopicPartition, int] = {}
-    for tp, end in latest.items():
-        begin = start.get(tp, new_partition_start.get(tp))
-        if begin is not None and end - begin > 0:
-            sizes[tp] = end - begin
-    total = float(sum(sizes.values()))
-    if total < 1:
-        return dict(latest)
-    out: PartitionOffsets = {}
-    for tp, end in latest.items():
-        if tp not in sizes:
-            out[tp] = end
-            continue
-        begin = start.get(tp, new_partition_start.get(tp, 0))
-        prorate = limit * (sizes[tp] / total)
-        share = int(math.ceil(prorate) if prorate < 1 else math.floor(prorate))
-        out[tp] = min(end, begin + share)
-    return out
+    return _share(limit, start, latest, new_partition_start, {tp: 1.0 for tp in latest})
 
 
 def byte_limit(limit_bytes: int, start: Mapping[TopicPartition, int], latest: Mapping[TopicPartition, int],
@@ -184,21 +167,28 @@ def byte_limit(limit_bytes: int, start: Mapping[TopicPartition, int], latest: Ma
     known = [b for b in bytes_per_record.values() if b > 0]
     fallback = sum(known) / len(known) if known else 1.0
     # a stored record takes at least a byte (its batch far more): the floor keeps shares finite
-    weight = {tp: max(bytes_per_record.get(tp, 0) or fallback, 1.0) for tp in latest}
-    backlog_bytes: dict[TopicPartition, float] = {}
+    return _share(limit_bytes, start, latest, new_partition_start,
+                  {tp: max(bytes_per_record.get(tp, 0) or fallback, 1.0) for tp in latest})
+
+
+def _share(limit: float, start: Mapping[TopicPartition, int], latest: Mapping[TopicPartition, int],
+           new_partition_start: Mapping[TopicPartition, int], weight: Mapping[TopicPartition, float]) -> PartitionOffsets:
+    """`limit` (in units of `weight` per record) shared in proportion to each partition's weighed backlog;
+    at least one record per partition with a backlog, no end past `latest`."""
+    backlog_weight: dict[TopicPartition, float] = {}
     for tp, end in latest.items():
         begin = start.get(tp, new_partition_start.get(tp))
         if begin is not None and end > begin:
-            backlog_bytes[tp] = (end - begin) * weight[tp]
-    total = sum(backlog_bytes.values())
+            backlog_weight[tp] = (end - begin) * weight[tp]
+    total = sum(backlog_weight.values())
     if total <= 0:
         return dict(latest)
     out: PartitionOffsets = {}
     for tp, end in latest.items():
-        if tp not in backlog_bytes:
+        if tp not in backlog_weight:
             out[tp] = end
             continue
         begin = start.get(tp, new_partition_start.get(tp, 0))
-        share = limit_bytes * backlog_bytes[tp] / total
+        share = limit * backlog_weight[tp] / total
         out[tp] = min(end, begin + max(1, int(share // weight[tp])))
     return out
