@@ -13,11 +13,11 @@ every partition named, no unknown topic or partition, no offset beyond the log e
 """
 from __future__ import annotations
 
-import datetime
 import json
 import logging
 from typing import Any
 
+from broker.timestamps import parse_instant_ms
 from connectors.delta_commit import claim_generation
 from connectors.offset_manager import LiveLog, live_log, rewind_offsets
 from connectors.offset_txns import Offsets, parse_offsets_json, to_starting_offsets_json
@@ -30,22 +30,15 @@ from jobs.spark_session import build_session
 log = logging.getLogger("pylog.job.reprocess")
 
 
-
 def parse_from(cfg: JobConfig) -> tuple[str, Any]:
     v = cfg.get("reprocess.from", "earliest")
     if v == "earliest":
         return "earliest", None
     if v.startswith("timestamp:"):
-        raw = v[len("timestamp:"):].strip()
-        if raw.isdigit():
-            return "timestamp", int(raw)
         try:
-            dt = datetime.datetime.fromisoformat(raw)
-        except ValueError:
-            raise JobConfigError(f"job reprocess: reprocess.from timestamp must be epoch ms or ISO-8601, got {raw!r}") from None
-        if dt.tzinfo is None:
-            dt = dt.replace(tzinfo=datetime.timezone.utc)
-        return "timestamp", int(dt.timestamp() * 1000)
+            return "timestamp", parse_instant_ms(v[len("timestamp:"):])
+        except ValueError as e:
+            raise JobConfigError(f"job reprocess: reprocess.from: {e}") from None
     if v.startswith("offsets:"):
         try:
             return "offsets", parse_offsets_json(v[len("offsets:"):])

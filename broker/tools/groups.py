@@ -17,6 +17,7 @@ from typing import Any
 from confluent_kafka import ConsumerGroupTopicPartitions, TopicPartition
 from confluent_kafka.admin import AdminClient, OffsetSpec
 
+from broker.timestamps import parse_instant_ms
 from broker.tools.errors import CliError
 from broker.tools.client import add_connection_args, admin_client, fetch_metadata, result_or_error
 
@@ -191,15 +192,11 @@ def parse_topic_arg(text: str) -> tuple[str, list[int] | None]:
 
 
 def parse_datetime(text: str) -> int:
-    """Kafka's --to-datetime formats ('2024-01-31T10:00:00.000', optional zone) to epoch ms (local time if no zone)."""
-    s = text.strip().replace("Z", "+00:00")
+    """Kafka's --to-datetime formats ('2024-01-31T10:00:00.000', optional zone) to epoch ms (UTC if no zone)."""
     try:
-        when = dt.datetime.fromisoformat(s)
-    except ValueError:
-        raise CliError(f"bad --to-datetime '{text}': expected YYYY-MM-DDTHH:mm:SS.sss[+hh:mm]") from None
-    if when.tzinfo is None:
-        when = when.astimezone()
-    return int(when.timestamp() * 1000)
+        return parse_instant_ms(text)
+    except ValueError as e:
+        raise CliError(f"bad --to-datetime: {e}") from None
 
 
 def parse_duration_ms(text: str) -> int:
