@@ -1,9 +1,9 @@
 """One client connection: bytes in → frames → dispatch → bytes out, as an asyncio BufferedProtocol.
 
-Owns: receiving into a reusable buffer (a frame larger than it gets a buffer of its own, filled
-by the kernel directly), cutting frames in place, running requests strictly in order, writing the
-responses of one read pass together, sending fetch data with sendfile, backpressure and the
-idle clock that the server's housekeeping checks.
+Owns: driving the sans-I/O `FrameReceiver` (broker/protocol/framing.py: the receive buffers and
+frame cutting) from asyncio's callbacks, running requests strictly in order, writing the responses
+of one read pass together, sending fetch data with sendfile, backpressure and the idle clock that
+the server's housekeeping checks.
 
 Ordering (Kafka's rule): responses leave in request order. Synchronous handlers run inline, in the
 read callback, with no task. A handler that returns an awaitable (a fetch long-poll, a group join)
@@ -19,7 +19,6 @@ import asyncio
 import logging
 import os
 import socket
-import struct
 import time
 from collections import deque
 from typing import TYPE_CHECKING, Any, Awaitable, Iterable
@@ -28,6 +27,7 @@ from broker.apis.api_versions import unsupported_version_response
 from broker.apis.registry import supported
 from broker.context import CLIENT_HOST
 from broker.log.fetch_slice import FetchSlice
+from broker.protocol.framing import FrameError, FrameReceiver
 from broker.protocol.codec import (
     API_VERSIONS_KEY,
     PRODUCE_KEY,
@@ -43,11 +43,8 @@ if TYPE_CHECKING:
 
 log = logging.getLogger(__name__)
 
-READ_BUFFER_BYTES = 64 * 1024       # the reusable receive buffer (per connection); bigger frames get their own
-MIN_FREE_BYTES = 16 * 1024          # compact the receive buffer when less than this is free at its end
 MAX_QUEUED_FRAMES = 256             # stop reading while this many requests wait behind an async one
 SMALL_REGION_BYTES = 64 * 1024      # fetch data below this is copied with pread instead of sendfile
-_SIZE = struct.Struct(">i")
 
 
 class Connection(asyncio.BufferedProtocol):
@@ -60,13 +57,7 @@ class Connection(asyncio.BufferedProtocol):
         self.peer: Any = None
         self.host = ""
         self.last_active = time.monotonic()
-        self._buf = bytearray(READ_BUFFER_BYTES)
-        self._view = memoryview(self._buf)
-        self._start = 0                          # unconsumed received bytes are _buf[_start:_end]
-        self._end = 0
-        self._big: bytearray | None = None       # the frame being received into its own buffer
-        self._big_view: memoryview | None = None
-        self._big_got = 0
+        self._frames = FrameReceiver(self.max_bytes)
         self._queue: deque[bytes] = deque()      # frames waiting behind the async request
         self._task: asyncio.Task[None] | None = None
         self._out: list[Any] = []                # response bytes gathered during this pass
@@ -111,29 +102,20 @@ class Connection(asyncio.BufferedProtocol):
         self._out = []
 
     def get_buffer(self, sizehint: int) -> memoryview:
-        if self._big_view is not None:
-            return self._big_view[self._big_got:]
-        if len(self._buf) - self._end < MIN_FREE_BYTES and self._start > 0:
-            n = self._end - self._start
-            self._view[:n] = self._view[self._start:self._end]
-            self._start, self._end = 0, n
-        return self._view[self._end:]
+        return self._frames.buffer()
 
     def buffer_updated(self, nbytes: int) -> None:
         self.last_active = time.monotonic()
         try:
-            if self._big is not None:
-                self._big_got += nbytes
-                if self._big_got < len(self._big):
-                    return
-                frame = self._big
-                self._big = self._big_view = None
-                self._on_frame(memoryview(frame), owned=True)
-            else:
-                self._end += nbytes
-                self._cut_frames()
+            for frame, owned in self._frames.received(nbytes):
+                if self._closing:
+                    break
+                self._on_frame(frame, owned)
             self._flush()
             self._update_reading()
+        except FrameError as e:
+            log.warning("closing connection %s: %s", self.peer, e)
+            self.close()
         except Exception:  # noqa: BLE001 - one connection's failure must not touch the others
             log.exception("connection %s failed", self.peer)
             self.close()
@@ -153,34 +135,7 @@ class Connection(asyncio.BufferedProtocol):
         self._writing_paused = False
         self._update_reading()
 
-    # --- framing -------------------------------------------------------------------------------
-
-    def _cut_frames(self) -> None:
-        view = self._view
-        while not self._closing:
-            avail = self._end - self._start
-            if avail < 4:
-                break
-            (n,) = _SIZE.unpack_from(view, self._start)
-            if n < 0 or n > self.max_bytes:
-                what = f"negative frame size {n}" if n < 0 else \
-                    f"frame of {n} bytes exceeds socket.request.max.bytes={self.max_bytes}"
-                log.warning("closing connection %s: %s", self.peer, what)
-                self.close()
-                return
-            if avail - 4 < n:
-                if 4 + n > len(self._buf):           # too big for the buffer: give it its own
-                    self._big = bytearray(n)
-                    self._big_view = memoryview(self._big)
-                    self._big_got = avail - 4
-                    self._big_view[:self._big_got] = view[self._start + 4:self._end]
-                    self._start = self._end = 0
-                break
-            start = self._start + 4
-            self._start = start + n
-            self._on_frame(view[start:start + n], owned=False)
-        if self._start == self._end:
-            self._start = self._end = 0
+    # --- framing ---------------------------------------------------------------------------------
 
     def _on_frame(self, frame: memoryview, owned: bool) -> None:
         """Run one request now, or queue it behind the async one in progress (keeping order).

@@ -6,6 +6,7 @@ import io
 import struct
 
 import pytest
+from hypothesis import given, strategies as st
 from kio.schema.errors import ErrorCode
 from kio.schema.fetch.v11.response import FetchResponse as FetchResponseV11
 from kio.schema.fetch.v12.response import FetchResponse as FetchResponseV12
@@ -23,7 +24,7 @@ from broker.protocol.codec import (
     response_header,
 )
 from broker.protocol.fetch_response import PartitionData, encode_fetch_response
-from broker.protocol.framing import FrameDecoder, FrameError, encode_frame
+from broker.protocol.framing import FrameError, FrameReceiver, encode_frame
 
 
 def _request_frame(body, correlation_id=42, client_id="me") -> bytes:
@@ -36,19 +37,70 @@ def _request_frame(body, correlation_id=42, client_id="me") -> bytes:
     return header + buf.getvalue()
 
 
+def _feed(r: FrameReceiver, data: bytes, chunk: int) -> list[tuple[bytes, bool]]:
+    """Deliver `data` through the receiver's own buffers, at most `chunk` bytes per read, as the kernel would."""
+    out: list[tuple[bytes, bool]] = []
+    pos = 0
+    while pos < len(data):
+        into = r.buffer()
+        n = min(chunk, len(into), len(data) - pos)
+        into[:n] = data[pos:pos + n]
+        pos += n
+        out += [(bytes(f), owned) for f, owned in r.received(n)]
+    return out
+
+
 def test_frames_split_across_reads_are_reassembled():
-    d = FrameDecoder(max_bytes=100)
     data = encode_frame(b"hello") + encode_frame(b"world!")
-    assert d.feed(data[:3]) == []
-    assert d.feed(data[3:12]) == [b"hello"]
-    assert d.feed(data[12:]) == [b"world!"]
+    r = FrameReceiver(max_bytes=100)
+    assert _feed(r, data[:3], 3) == []
+    assert _feed(r, data[3:12], 9) == [(b"hello", False)]
+    assert _feed(r, data[12:], 100) == [(b"world!", False)] and r.buffered == 0
 
 
-def test_oversized_and_negative_frames_are_errors():
+@given(st.lists(st.binary(max_size=300), max_size=40), st.integers(1, 700), st.integers(64, 4096))
+def test_any_stream_of_frames_in_any_read_sizes_comes_out_whole_and_in_order(payloads, chunk, buffer_bytes):
+    r = FrameReceiver(max_bytes=1000, buffer_bytes=buffer_bytes)
+    got = _feed(r, b"".join(encode_frame(p) for p in payloads), chunk)
+    assert [f for f, _ in got] == payloads
+    assert all(owned == (len(f) + 4 > buffer_bytes) for f, owned in got), "only frames that cannot fit get their own"
+    assert r.buffered == 0
+
+
+def test_many_frames_in_one_read_and_a_frame_bigger_than_the_buffer():
+    small = [encode_frame(b"x" * i) for i in range(50)]
+    big = b"B" * 10_000
+    r = FrameReceiver(max_bytes=20_000, buffer_bytes=4096)
+    got = _feed(r, b"".join(small) + encode_frame(big) + encode_frame(b"after"), 100_000)
+    assert [f for f, _ in got] == [b"x" * i for i in range(50)] + [big, b"after"]
+    assert dict((f[:1], owned) for f, owned in got)[b"B"] is True, "the big frame got a buffer of its own"
+
+
+def test_oversized_and_negative_frames_are_errors_before_any_allocation():
+    r = FrameReceiver(max_bytes=100)
     with pytest.raises(FrameError, match="exceeds socket.request.max.bytes=100"):
-        FrameDecoder(max_bytes=100).feed(struct.pack(">i", 101))
+        _feed(r, encode_frame(b"ok") + struct.pack(">i", 101), 1000)
     with pytest.raises(FrameError, match="negative"):
-        FrameDecoder(max_bytes=100).feed(struct.pack(">i", -1))
+        _feed(FrameReceiver(max_bytes=100), struct.pack(">i", -1), 4)
+    frames = []
+    r = FrameReceiver(max_bytes=100)
+    into = r.buffer()
+    data = encode_frame(b"ok") + struct.pack(">i", 2**31 - 1)
+    into[:len(data)] = data
+    with pytest.raises(FrameError):
+        for f, _ in r.received(len(data)):
+            frames.append(bytes(f))
+    assert frames == [b"ok"], "the frames before a bad prefix are delivered first"
+
+
+@given(st.binary(max_size=2000), st.integers(1, 300))
+def test_garbage_gives_frames_or_a_frame_error_never_anything_else(data, chunk):
+    r = FrameReceiver(max_bytes=500, buffer_bytes=256)
+    try:
+        for f, _ in _feed(r, data, chunk):
+            assert len(f) <= 500
+    except FrameError:
+        pass
 
 
 def test_a_flexible_request_decodes_with_header_v2():
