@@ -16,6 +16,7 @@ from confluent_kafka import Consumer, KafkaException, TopicCollection, TopicPart
 from confluent_kafka.admin import AdminClient
 
 from sparklog import offsets as off
+from sparklog import client_configs
 from sparklog.kafka_log import with_logger
 from sparklog.options import OptionError, ReadOptions
 
@@ -47,12 +48,7 @@ class OffsetReader:
     @property
     def consumer(self) -> Consumer:
         if self._consumer is None:
-            conf: dict[str, object] = {**self._opts.kafka_params,
-                                       "bootstrap.servers": self._opts.bootstrap_servers,
-                                       "group.id": self._opts.group_id if self._opts.custom_group_id
-                                       else f"{self._opts.group_id}-driver",
-                                       "enable.auto.commit": False,
-                                       "enable.partition.eof": False}
+            conf = client_configs.driver_consumer(self._opts)
             try:
                 self._consumer = Consumer(with_logger(conf))
             except KafkaException as e:
@@ -113,8 +109,7 @@ class OffsetReader:
         if not names:
             return {}
         if self._admin is None:
-            self._admin = AdminClient(with_logger({**self._opts.kafka_params,
-                                                 "bootstrap.servers": self._opts.bootstrap_servers}))
+            self._admin = AdminClient(with_logger(client_configs.admin(self._opts)))
         out: off.TopicIds = {}
         futures = self._admin.describe_topics(TopicCollection(names), request_timeout=self._timeout_s())
         for name, fut in futures.items():

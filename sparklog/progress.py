@@ -12,6 +12,7 @@ from typing import Mapping, Optional
 
 from confluent_kafka import Consumer, KafkaException, TopicPartition as KTP
 
+from sparklog import client_configs
 from sparklog.kafka_log import with_logger
 from sparklog.offsets import TopicPartition
 
@@ -21,8 +22,7 @@ log = logging.getLogger(__name__)
 class GroupProgress:
     def __init__(self, bootstrap_servers: str, kafka_params: Mapping[str, str], group: str) -> None:
         self.group = group
-        self._conf = {**kafka_params, "bootstrap.servers": bootstrap_servers, "group.id": group,
-                      "enable.auto.commit": False, "enable.partition.eof": False}
+        self._conf = client_configs.group_progress(bootstrap_servers, kafka_params, group)
         self._consumer: Optional[Consumer] = None
         self._last: dict[TopicPartition, int] = {}
 

@@ -26,6 +26,7 @@ from pyspark.sql.streaming.datasource import (
     SupportsTriggerAvailableNow,
 )
 
+from sparklog import client_configs
 from sparklog import offsets as off
 from sparklog.errors import report_data_loss
 from sparklog.executor import read_task
@@ -35,7 +36,7 @@ from sparklog.options import ReadOptions
 from sparklog.kafka_client import KafkaClient, KafkaClientError
 from sparklog.planner import OffsetRange, RangePartition, backlog, byte_limit, plan_tasks, rate_limit
 from sparklog.progress import GroupProgress
-from sparklog.reader_settings import ReaderSettings, client_config
+from sparklog.reader_settings import ReaderSettings
 
 log = logging.getLogger(__name__)
 
@@ -152,7 +153,7 @@ class PylogStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
         """Average stored bytes per offset of each partition: its size on disk (DescribeLogDirs) over
         its offsets; what maxBytesPerTrigger weighs records with."""
         if self._sizes is None:
-            self._sizes = KafkaClient(client_config(self.opts))
+            self._sizes = KafkaClient(client_configs.native_client(self.opts))
         earliest = self.kafka.earliest(list(latest))
         out: dict[off.TopicPartition, float] = {}
         try:

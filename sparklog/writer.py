@@ -19,19 +19,13 @@ from confluent_kafka import KafkaError, KafkaException, Producer
 from pyspark.sql.datasource import DataSourceArrowWriter, DataSourceStreamArrowWriter, WriterCommitMessage
 from pyspark.sql.types import ArrayType, BinaryType, IntegerType, StringType, StructType
 
+from sparklog import client_configs
 from sparklog.kafka_log import with_logger
 from sparklog.options import OptionError, WriteOptions
 from sparklog.schema import HEADER_TYPE
 
 log = logging.getLogger(__name__)
 
-PRODUCER_DEFAULTS: dict[str, object] = {
-    "enable.idempotence": True,          # acks=all, no duplicates from the client's own retries
-    "linger.ms": 5,
-    "batch.size": 1_000_000,
-    "queue.buffering.max.messages": 1_000_000,
-    "delivery.report.only.error": True,  # a Python callback only for failures
-}
 FLUSH_TIMEOUT_S = 300.0
 
 
@@ -77,8 +71,7 @@ class _TaskProducer:
     def __init__(self, opts: WriteOptions) -> None:
         self.opts = opts
         self.failures: list[str] = []
-        conf = {**PRODUCER_DEFAULTS, **opts.kafka_params, "bootstrap.servers": opts.bootstrap_servers,
-                "error_cb": self._on_error, "on_delivery": self._on_delivery}
+        conf = {**client_configs.producer(opts), "error_cb": self._on_error, "on_delivery": self._on_delivery}
         self.producer = Producer(with_logger(conf))
         self.sent = 0
 
