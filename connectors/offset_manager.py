@@ -167,7 +167,3 @@ def rewind_offsets(bootstrap: str, topics: Iterable[str], *, timestamp_ms: int |
         return high if tp.offset < 0 else tp.offset
 
     return _per_partition(bootstrap, topics, pick, client_conf)
-
-
-def lag(committed: Offsets, ends: Offsets) -> int:
-    return sum(max(0, o - committed.get(t, {}).get(p, 0)) for t, parts in ends.items() for p, o in parts.items())

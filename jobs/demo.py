@@ -25,6 +25,7 @@ from connectors.offset_manager import OffsetManager, end_offsets
 from connectors.offset_txns import to_starting_offsets_json
 from jobs import stream_to_delta
 from jobs.config import JobConfig
+from sparklog.planner import backlog
 
 log = logging.getLogger("pylog.demo")
 
@@ -72,7 +73,8 @@ def group_lag(bootstrap: str, group: str, ends: dict[int, int]) -> int | None:
     c = Consumer({"bootstrap.servers": bootstrap, "group.id": group, "enable.auto.commit": False})
     try:
         committed = c.committed([TopicPartition(TOPIC, p) for p in ends], timeout=10)
-        return sum(max(0, ends[tp.partition] - max(tp.offset, 0)) for tp in committed)
+        return backlog({(TOPIC, tp.partition): max(tp.offset, 0) for tp in committed},
+                       {(TOPIC, p): end for p, end in ends.items()})
     except Exception as e:  # noqa: BLE001 - the summary says so instead of failing the demo
         log.warning("could not read group %s: %s", group, e)
         return None

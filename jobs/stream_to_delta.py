@@ -32,6 +32,8 @@ from connectors.offset_txns import to_starting_offsets_json
 from jobs.config import JobConfig
 from jobs.errors import JobFailed, root_cause
 from jobs.rows import source_options, table_rows
+from sparklog.offsets import from_offset_dict
+from sparklog.planner import backlog
 from jobs.signals import STOPPER
 from sparklog.offsets import TOPIC_IDS_KEY
 from jobs.spark_session import build_session
@@ -85,7 +87,7 @@ class _ProgressLogger:
             src = progress.sources[0] if progress.sources else None
             end = self._offsets(src.endOffset if src else None)
             latest = self._offsets(src.latestOffset if src else None) or end
-            lag = sum(max(0, int(o) - int(end.get(t, {}).get(p, 0))) for t, ps in latest.items() for p, o in ps.items())
+            lag = backlog(from_offset_dict(end), from_offset_dict(latest))
             log.info("batch %d: %d rows, offsets %s, lag %d", progress.batchId, progress.numInputRows,
                      json.dumps(end, sort_keys=True), lag)
         except Exception as e:  # noqa: BLE001 - reporting must never stop the job

@@ -139,7 +139,8 @@ def ranges_between(start: Mapping[TopicPartition, int], end: Mapping[TopicPartit
 
 
 def backlog(start: Mapping[TopicPartition, int], latest: Mapping[TopicPartition, int]) -> int:
-    """Records available beyond `start` (partitions missing from `start` count from 0)."""
+    """Records available beyond `start` (partitions missing from `start` count from 0): the one lag
+    formula (admission control, the jobs' progress lines, the demo's group lag)."""
     return sum(max(0, o - start.get(tp, 0)) for tp, o in latest.items())
 
 
