@@ -10,7 +10,7 @@ from __future__ import annotations
 import dataclasses
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Callable, Mapping
+from typing import Any, Callable, Iterable, Mapping
 
 from broker.errors import InvalidConfigError
 
@@ -235,11 +235,7 @@ class BrokerConfig:
         if isinstance(overrides, Mapping):
             values.update(overrides)
         else:
-            for item in overrides or []:
-                if "=" not in item:
-                    raise InvalidConfigError(f"--set expects key=value, got {item!r}")
-                k, v = item.split("=", 1)
-                values[k.strip()] = v.strip()
+            values.update(parse_assignments(overrides or [], "--set"))
         return cls(values)
 
     def set(self, key: str, raw: Any) -> None:
@@ -330,6 +326,18 @@ class BrokerConfig:
             segment_jitter_ms=v["log.roll.jitter.ms"],
             segment_ms=self.roll_ms,
         )
+
+
+def parse_assignments(items: Iterable[str], flag: str, strip_values: bool = True) -> dict[str, str]:
+    """`key=value` strings given with `flag` (--set, --config, --property, ...) as a dict, later ones
+    winning; a malformed one raises InvalidConfigError naming the flag. The one parser for them all."""
+    out: dict[str, str] = {}
+    for item in items:
+        key, sep, value = item.partition("=")
+        if not sep or not key.strip():
+            raise InvalidConfigError(f"bad {flag} '{item}': expected key=value")
+        out[key.strip()] = value.strip() if strip_values else value
+    return out
 
 
 def read_properties(path: str | Path) -> dict[str, str]:

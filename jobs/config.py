@@ -12,7 +12,7 @@ import re
 from pathlib import Path
 from typing import Mapping, overload
 
-from broker.config import read_properties
+from broker.config import parse_assignments, read_properties
 from broker.errors import InvalidConfigError
 
 DEFAULT_CONF_DIR = Path("conf/jobs")
@@ -48,11 +48,10 @@ class JobConfig:
             for k, v in values.items():
                 if k.endswith(_PATH_SUFFIXES) and v and not Path(v).is_absolute() and "://" not in v:
                     values[k] = str((file.parent / v).resolve())
-        for item in overrides or []:
-            if "=" not in item:
-                raise JobConfigError(f"--set expects key=value, got {item!r}")
-            k, v = item.split("=", 1)
-            values[k.strip()] = v.strip()
+        try:
+            values.update(parse_assignments(overrides or [], "--set"))
+        except InvalidConfigError as e:
+            raise JobConfigError(f"job {name}: {e}") from None
         cfg = cls(name, values)
         cfg.warn_unknown()
         return cfg

@@ -18,6 +18,8 @@ from typing import Any, Iterable, Mapping
 from confluent_kafka import KafkaError, KafkaException
 from confluent_kafka.admin import AdminClient, ClusterMetadata, TopicMetadata
 
+from broker.config import parse_assignments
+from broker.errors import InvalidConfigError
 from broker.tools.errors import CliError
 
 DEFAULT_BOOTSTRAP = "localhost:9092"
@@ -51,14 +53,11 @@ def add_connection_args(parser: argparse.ArgumentParser) -> None:
 
 
 def parse_kv(items: Iterable[str], flag: str) -> dict[str, str]:
-    """Parse `key=value` strings; a malformed one raises CliError naming the flag."""
-    out: dict[str, str] = {}
-    for item in items:
-        key, sep, value = item.partition("=")
-        if not sep or not key.strip():
-            raise CliError(f"bad {flag} '{item}': expected key=value")
-        out[key.strip()] = value
-    return out
+    """Parse `key=value` strings (values kept as typed); a malformed one raises CliError naming the flag."""
+    try:
+        return parse_assignments(items, flag, strip_values=False)
+    except InvalidConfigError as e:
+        raise CliError(str(e)) from None
 
 
 def split_properties(
