@@ -54,7 +54,7 @@ def main() -> int:
     args = ap.parse_args()
     batch = make_batch(args.batch_kb * 1024)
     count = args.size_mb * 1024 * 1024 // len(batch)
-    config = TopicConfig(segment_bytes=2**31 - 1)
+    config = TopicConfig.default(segment_bytes=2**31 - 1)
     with tempfile.TemporaryDirectory(dir=args.dir) as tmp:
         data_dir = Path(tmp)
         writer = LogManager(data_dir)

@@ -138,27 +138,34 @@ TOPIC_TO_BROKER_KEY: dict[str, str] = {
 
 @dataclass(frozen=True)
 class TopicConfig:
-    """Effective settings of one topic: broker defaults with the topic's overrides applied."""
+    """Effective settings of one topic: broker defaults with the topic's overrides applied. Built from
+    `BrokerConfig.topic_defaults()` (or `TopicConfig.default()`), never restating a default."""
 
-    cleanup_policy: str = "delete"
-    compression_type: str = "producer"
-    delete_retention_ms: int = 86400000
-    file_delete_delay_ms: int = 60000
-    flush_messages: int = LONG_MAX
-    flush_ms: int = LONG_MAX
-    index_interval_bytes: int = 4096
-    max_message_bytes: int = 1048588
-    message_timestamp_type: str = "CreateTime"
-    min_cleanable_dirty_ratio: float = 0.5
-    min_insync_replicas: int = 1
-    retention_bytes: int = -1
-    retention_ms: int = 604800000
-    segment_bytes: int = 1073741824
-    segment_index_bytes: int = 10485760
-    segment_jitter_ms: int = 0
-    segment_ms: int = 604800000
+    cleanup_policy: str
+    compression_type: str
+    delete_retention_ms: int
+    file_delete_delay_ms: int
+    flush_messages: int
+    flush_ms: int
+    index_interval_bytes: int
+    max_message_bytes: int
+    message_timestamp_type: str
+    min_cleanable_dirty_ratio: float
+    min_insync_replicas: int
+    retention_bytes: int
+    retention_ms: int
+    segment_bytes: int
+    segment_index_bytes: int
+    segment_jitter_ms: int
+    segment_ms: int
     # The topic's explicit overrides, by Kafka name (for DescribeConfigs' "is default" flag).
     overrides: Mapping[str, str] = field(default_factory=dict, compare=False)
+
+    @classmethod
+    def default(cls, **changes: Any) -> "TopicConfig":
+        """The settings of a topic on a broker with default settings (BROKER_SETTINGS holds the defaults),
+        with `changes` (attribute names) applied: for tests and tools that need a TopicConfig."""
+        return dataclasses.replace(BrokerConfig().topic_defaults(), **changes)
 
     @staticmethod
     def attr(name: str) -> str:

@@ -69,7 +69,7 @@ def test_encoded_batches_pass_broker_validation_and_decode_back() -> None:
 
 
 def _compacted_log(tmp_path: Path) -> PartitionLog:
-    config = TopicConfig(cleanup_policy="compact", segment_bytes=600, min_cleanable_dirty_ratio=0.1,
+    config = TopicConfig.default(cleanup_policy="compact", segment_bytes=600, min_cleanable_dirty_ratio=0.1,
                          file_delete_delay_ms=0)
     return PartitionLog(tmp_path / "t-0", "t", 0, config, recover=False)
 

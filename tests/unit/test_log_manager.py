@@ -12,7 +12,7 @@ from broker.log import LogManager
 from broker.log.log_manager import parse_partition_dir
 from broker.log.segment import LogSegment
 
-CFG = TopicConfig()
+CFG = TopicConfig.default()
 NOW_MS = 1_700_000_000_000
 
 
@@ -116,7 +116,7 @@ def test_update_topic_config_reaches_every_partition(tmp_path):
     lm = manager(tmp_path)
     lm.startup({})
     logs = [lm.create("t", p, CFG) for p in range(2)]
-    new = TopicConfig(retention_ms=5)
+    new = TopicConfig.default(retention_ms=5)
     lm.update_topic_config("t", new)
     assert all(plog.config is new for plog in logs)
 
@@ -124,7 +124,7 @@ def test_update_topic_config_reaches_every_partition(tmp_path):
 def test_periodic_chores_apply_retention_flush_and_purge(tmp_path):
     lm = manager(tmp_path)
     lm.startup({})
-    cfg = TopicConfig(segment_bytes=200, retention_ms=1000, file_delete_delay_ms=500, flush_ms=100)
+    cfg = TopicConfig.default(segment_bytes=200, retention_ms=1000, file_delete_delay_ms=500, flush_ms=100)
     plog = lm.create("t", 0, cfg)
     for _ in range(5):
         plog.append(batch_of_size(100, timestamp=NOW_MS - 10_000))

@@ -30,7 +30,7 @@ class Clock:
 
 
 def open_log(tmp_path: Path, *, recover: bool = False, clock: Clock | None = None, **cfg) -> PartitionLog:
-    return PartitionLog(tmp_path / "t-0", "t", 0, TopicConfig(**cfg), recover=recover, clock=clock or Clock())
+    return PartitionLog(tmp_path / "t-0", "t", 0, TopicConfig.default(**cfg), recover=recover, clock=clock or Clock())
 
 
 def offsets_in(s: FetchSlice) -> list[int]:
@@ -311,7 +311,7 @@ def test_retention_by_bytes_deletes_oldest_segments_without_going_below_the_limi
     plog = _five_segments(tmp_path, retention_ms=-1, retention_bytes=650)
     assert plog.apply_retention(NOW_MS) == 1      # deleting a second would leave 600 < 650
     assert plog.size_in_bytes() == 800 and plog.log_start_offset == 2
-    plog.update_config(TopicConfig(retention_ms=-1, retention_bytes=600, segment_bytes=200))
+    plog.update_config(TopicConfig.default(retention_ms=-1, retention_bytes=600, segment_bytes=200))
     assert plog.apply_retention(NOW_MS) == 1
     assert plog.size_in_bytes() == 600 and plog.log_start_offset == 4
 

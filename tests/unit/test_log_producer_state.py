@@ -17,7 +17,7 @@ NOW_MS = 1_700_000_000_000
 
 
 def open_log(tmp_path: Path, *, recover: bool = False, expiration_ms: int = 86_400_000, **cfg) -> PartitionLog:
-    return PartitionLog(tmp_path / "t-0", "t", 0, TopicConfig(**cfg), recover=recover,
+    return PartitionLog(tmp_path / "t-0", "t", 0, TopicConfig.default(**cfg), recover=recover,
                         producer_id_expiration_ms=expiration_ms, clock=lambda: NOW_MS / 1000)
 
 

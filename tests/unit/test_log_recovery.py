@@ -16,7 +16,7 @@ SEG0 = "00000000000000000000"
 
 
 def open_log(d: Path, *, recover: bool, **cfg) -> PartitionLog:
-    return PartitionLog(d / "t-0", "t", 0, TopicConfig(**cfg), recover=recover)
+    return PartitionLog(d / "t-0", "t", 0, TopicConfig.default(**cfg), recover=recover)
 
 
 def all_offsets(plog: PartitionLog) -> list[int]:
@@ -181,7 +181,7 @@ def test_segment_age_after_restart_comes_from_the_first_batch_timestamp(tmp_path
     plog = open_log(tmp_path, recover=False)
     plog.append(encode_batch(timestamps=[1_000]), now_ms=5_000)
     plog.close()
-    again = PartitionLog(tmp_path / "t-0", "t", 0, TopicConfig(segment_ms=10_000), recover=False,
+    again = PartitionLog(tmp_path / "t-0", "t", 0, TopicConfig.default(segment_ms=10_000), recover=False,
                          clock=lambda: 20.0)
     again.append(encode_batch(), now_ms=11_000)
     assert len(again.segments) == 1
