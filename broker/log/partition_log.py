@@ -18,7 +18,6 @@ import logging
 import random
 import shutil
 import time
-from bisect import bisect_right
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Callable, Iterator
@@ -35,6 +34,7 @@ from broker.log.constants import (
     offset_file_name,
 )
 from broker.log.fileutil import atomic_write, remove_quietly
+from broker.log.log_segments import LogSegments
 from broker.log.producer_state import ProducerStateManager
 from broker.log.record_batch import BatchHeader, assign_offsets, validate_batches
 from broker.log.segment import LogSegment
@@ -65,8 +65,7 @@ class PartitionLog:
         self.partition = partition
         self.config = config
         self.clock = clock
-        self.segments: list[LogSegment] = []
-        self._bases: list[int] = []
+        self.segments = LogSegments()
         self._pending_deletes: list[tuple[int, LogSegment]] = []
         self.producers = ProducerStateManager(self.directory, producer_id_expiration_ms)
         self.log_start_offset = 0
@@ -86,7 +85,7 @@ class PartitionLog:
 
     @property
     def active_segment(self) -> LogSegment:
-        return self.segments[-1]
+        return self.segments.active
 
     def _now_ms(self) -> int:
         return int(self.clock() * 1000)
@@ -153,7 +152,6 @@ class PartitionLog:
 
     def _add_segment(self, seg: LogSegment) -> None:
         self.segments.append(seg)
-        self._bases.append(seg.base_offset)
 
     def _read_log_start_checkpoint(self) -> int:
         try:
@@ -176,8 +174,7 @@ class PartitionLog:
 
     def _headers_from(self, offset: int) -> Iterator[BatchHeader]:
         """Headers of all batches whose last offset is >= `offset`, in order (no CRC checks)."""
-        first = max(bisect_right(self._bases, offset) - 1, 0)
-        for seg in self.segments[first:]:
+        for seg in self.segments.from_offset(offset):
             seg.ensure_loaded()
             _, pos = seg.offset_index.lookup(offset)
             for h in seg.iter_headers(pos):
@@ -274,8 +271,7 @@ class PartitionLog:
         self._check_range(offset)
         active = self.active_segment
         if offset < self.log_end_offset:
-            first = max(bisect_right(self._bases, offset) - 1, 0)
-            for seg in self.segments[first:]:
+            for seg in self.segments.from_offset(offset):
                 found = seg.read_slice(offset, max_bytes, min_one_batch)
                 if found is not None:
                     return FetchSlice(seg.fd, found[0], found[1], seg.base_offset)
@@ -305,7 +301,7 @@ class PartitionLog:
         return ts, best.record_with_timestamp(ts, best.offset_of_largest_timestamp)
 
     def size_in_bytes(self) -> int:
-        return sum(seg.size for seg in self.segments)
+        return self.segments.size_in_bytes()
 
     # --- deleting data ---------------------------------------------------------------------------
 
@@ -354,8 +350,7 @@ class PartitionLog:
         """Delete the oldest non-active segments while `predicate(segment, next_base_offset)` holds."""
         count = 0
         while len(self.segments) > 1 and predicate(self.segments[0], self.segments[1].base_offset):
-            seg = self.segments.pop(0)
-            self._bases.pop(0)
+            seg = self.segments.pop_first()
             seg.mark_deleted()
             self._pending_deletes.append((now_ms + self.config.file_delete_delay_ms, seg))
             log.info("%s: deleted segment %d (%s)", self.name, seg.base_offset, why)
@@ -369,7 +364,7 @@ class PartitionLog:
         `*.deleted` (their fds stay open for in-flight reads) and go after file.delete.delay.ms.
         """
         i = self.segments.index(old[0])
-        if self.segments[i:i + len(old)] != old or old[-1] is self.active_segment:
+        if list(self.segments[i:i + len(old)]) != old or old[-1] is self.active_segment:
             raise ValueError(f"{self.name}: segments to replace must be consecutive and sealed")
         now = self._now_ms()
         for seg in old:
@@ -380,8 +375,7 @@ class PartitionLog:
         new = self._open_segment(base, jitter=False)
         new.rebuild_indexes()
         new.seal()
-        self.segments[i:i + len(old)] = [new]
-        self._bases[i:i + len(old)] = [base]
+        self.segments.replace(old, new)
         return new
 
     def purge_deleted(self, now_ms: int) -> int:
