@@ -24,6 +24,7 @@ from typing import Iterator
 import pyarrow as pa
 from kio.schema.errors import ErrorCode
 
+from broker.protocol.fetch_response import FetchedPartition
 from sparklog.client_pool import ClientPool
 from sparklog.errors import (
     RangeReadError,
@@ -44,9 +45,9 @@ from sparklog.kafka_client import (
 )
 from sparklog.native_decoder import MAX_BATCH_BYTES, CorruptBatchError, DecodedRange, decode_range
 from sparklog.planner import OffsetRange
-from sparklog.read_committed import aborted_ranges, drop_aborted
+from sparklog.read_committed import AbortedTransactions, drop_aborted
 from sparklog.reader_settings import ReaderSettings
-from sparklog.schema import ARROW_BATCH_ROWS, TRANSIENT_RETRIES, arrow_schema
+from sparklog.schema import ARROW_BATCH_ROWS, DECODE_ROWS, TRANSIENT_RETRIES, arrow_schema
 
 log = logging.getLogger(__name__)
 
@@ -136,23 +137,7 @@ class FetchRangeReader:
                 continue
             records = fetched.records
             if records is not None and len(records) > 0:
-                try:
-                    decoded = decode_range(records, topic, partition, self.next_offset, self.end, self._schema,
-                                           self.s.include_headers)
-                except CorruptBatchError as e:
-                    if e.good is not None and e.good.next_offset > self.next_offset:
-                        yield from self._rows(e.good, fetched.aborted_transactions)
-                    resume = e.resume_at if e.resume_at is not None and e.resume_at > self.next_offset else self.end
-                    self._report(corrupt_records(topic, partition, self.next_offset, min(resume, self.end), str(e)))
-                    self.next_offset = resume
-                    continue
-                if decoded.next_offset < 0:      # one batch is larger than what was asked for
-                    if self._max_bytes >= MAX_BATCH_BYTES:
-                        raise RangeReadError(f"pylog: reading {self._where()} failed: a record batch is larger "
-                                             f"than {MAX_BATCH_BYTES} bytes")
-                    self._max_bytes = min(self._max_bytes * 4, MAX_BATCH_BYTES)
-                    continue
-                yield from self._rows(decoded, fetched.aborted_transactions)
+                yield from self._decode(fetched, records)
                 continue
             limit = (fetched.last_stable_offset if self.config.read_committed and fetched.last_stable_offset >= 0
                      else fetched.high_watermark)
@@ -163,11 +148,38 @@ class FetchRangeReader:
                 break
             self._retry(f"no records returned below the high watermark {limit}")
 
-    def _rows(self, decoded: DecodedRange, aborted: list[tuple[int, int]]) -> Iterator[pa.RecordBatch]:
+    def _decode(self, fetched: FetchedPartition, records: memoryview) -> Iterator[pa.RecordBatch]:
+        """The rows of one Fetch answer, decoded DECODE_ROWS at a time (bounded memory whatever the
+        compression ratio); a corrupt batch is reported, a batch larger than was asked for re-fetched."""
+        topic, partition = self.rng.topic, self.rng.partition
+        aborted = AbortedTransactions(fetched.aborted_transactions) if self.config.read_committed else None
+        pos = 0
+        while pos < len(records) and self.next_offset < self.end:
+            try:
+                decoded = decode_range(records[pos:], topic, partition, self.next_offset, self.end, self._schema,
+                                       self.s.include_headers, max_rows=DECODE_ROWS)
+            except CorruptBatchError as e:
+                if e.good is not None and e.good.next_offset > self.next_offset:
+                    yield from self._rows(e.good, aborted)
+                resume = e.resume_at if e.resume_at is not None and e.resume_at > self.next_offset else self.end
+                self._report(corrupt_records(topic, partition, self.next_offset, min(resume, self.end), str(e)))
+                self.next_offset = resume
+                return
+            if decoded.next_offset < 0:
+                if pos == 0:                     # one batch is larger than what was asked for
+                    if self._max_bytes >= MAX_BATCH_BYTES:
+                        raise RangeReadError(f"pylog: reading {self._where()} failed: a record batch is larger "
+                                             f"than {MAX_BATCH_BYTES} bytes")
+                    self._max_bytes = min(self._max_bytes * 4, MAX_BATCH_BYTES)
+                return                           # else: a partial batch ends the answer; fetch from here
+            yield from self._rows(decoded, aborted)
+            pos += decoded.consumed
+
+    def _rows(self, decoded: DecodedRange, aborted: AbortedTransactions | None) -> Iterator[pa.RecordBatch]:
         """The rows of complete batches, read_committed applied, in Arrow batches of bounded size."""
         rows = decoded.batch
-        if self.config.read_committed and aborted:
-            rows = drop_aborted(rows, aborted_ranges(decoded.batches, aborted))
+        if aborted is not None:
+            rows = drop_aborted(rows, aborted.dropped(decoded.batches))
         self.next_offset = max(self.next_offset, decoded.next_offset)
         self._progress()
         for first in range(0, rows.num_rows, ARROW_BATCH_ROWS):   # bounded Arrow batches for the JVM

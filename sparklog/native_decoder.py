@@ -65,10 +65,11 @@ def _var(d: dict[str, Any], name: str, typ: pa.DataType, n: int) -> pa.Array:
 
 
 def decode_range(data: bytes | memoryview, topic: str, partition: int, start: int, end: int, schema: pa.Schema,
-                 include_headers: bool, verify_crc: bool = True) -> DecodedRange:
-    """Rows of the records with offsets in [start, end) among the complete batches of `data`."""
+                 include_headers: bool, verify_crc: bool = True, max_rows: int = 2**63 - 1) -> DecodedRange:
+    """Rows of the records with offsets in [start, end) among the complete batches of `data`; with
+    `max_rows`, decoding stops after the batch that reaches it (go on from `consumed`)."""
     try:
-        d = pylog_native.decode_batches(data, start, end, include_headers, verify_crc, MAX_BATCH_BYTES)
+        d = pylog_native.decode_batches(data, start, end, include_headers, verify_crc, MAX_BATCH_BYTES, max_rows)
     except pylog_native.DecodeError as e:
         at: int | None = getattr(e, "batch_start", None)
         good = decode_range(data[:at], topic, partition, start, end, schema, include_headers, verify_crc) if at else None

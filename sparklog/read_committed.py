@@ -19,21 +19,31 @@ import pyarrow.compute as pc
 from sparklog.native_decoder import BatchInfo
 
 
+class AbortedTransactions:
+    """The filter over one Fetch answer, fed its batches in order, possibly in several pieces."""
+
+    def __init__(self, aborted: Iterable[tuple[int, int]]) -> None:
+        self._pending = sorted(aborted, key=lambda a: a[1])   # (producer id, first offset)
+        self._next = 0
+        self._active: set[int] = set()
+
+    def dropped(self, batches: Sequence[BatchInfo]) -> list[tuple[int, int]]:
+        """[base, last] offset ranges of the data batches among `batches` that read_committed drops."""
+        out: list[tuple[int, int]] = []
+        for b in batches:
+            while self._next < len(self._pending) and self._pending[self._next][1] <= b.last_offset:
+                self._active.add(self._pending[self._next][0])
+                self._next += 1
+            if b.control:
+                self._active.discard(b.producer_id)
+            elif b.transactional and b.producer_id in self._active:
+                out.append((b.base_offset, b.last_offset))
+        return out
+
+
 def aborted_ranges(batches: Sequence[BatchInfo], aborted: Iterable[tuple[int, int]]) -> list[tuple[int, int]]:
     """[base, last] offset ranges of the data batches read_committed drops, in order."""
-    pending = sorted(aborted, key=lambda a: a[1])   # (producer id, first offset)
-    active: set[int] = set()
-    dropped: list[tuple[int, int]] = []
-    i = 0
-    for b in batches:
-        while i < len(pending) and pending[i][1] <= b.last_offset:
-            active.add(pending[i][0])
-            i += 1
-        if b.control:
-            active.discard(b.producer_id)
-        elif b.transactional and b.producer_id in active:
-            dropped.append((b.base_offset, b.last_offset))
-    return dropped
+    return AbortedTransactions(aborted).dropped(batches)
 
 
 def drop_aborted(batch: pa.RecordBatch, ranges: Sequence[tuple[int, int]]) -> pa.RecordBatch:

@@ -26,6 +26,9 @@ pub struct Options {
     pub include_headers: bool,
     pub verify_crc: bool,
     pub max_batch_bytes: usize,
+    /// Stop after the batch that brings the row count to this (bounded output per call; the
+    /// caller goes on from `consumed`).
+    pub max_rows: usize,
 }
 
 /// What read_committed filtering needs of each batch, kept without interpreting it here.
@@ -222,6 +225,9 @@ pub fn decode(data: &[u8], opts: &Options) -> Result<Decoded, DecodeError> {
         pos += total;
         out.consumed = pos;
         out.next_offset = last_offset.saturating_add(1);
+        if out.rows() >= opts.max_rows {
+            break;
+        }
     }
     Ok(out)
 }

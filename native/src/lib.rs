@@ -1,6 +1,6 @@
 //! pylog_native: Kafka record batch v2 → Arrow buffers, for the `pylog` Spark source.
 //!
-//! `decode_batches(data, start, end, include_headers, verify_crc, max_batch_bytes)` (data: any contiguous
+//! `decode_batches(data, start, end, include_headers, verify_crc, max_batch_bytes, max_rows)` (data: any contiguous
 //! byte buffer: bytes, or a memoryview of a received response, read in place) returns a dict of
 //! Arrow buffers (as `Buffer` objects that expose the buffer protocol, so pyarrow wraps them without
 //! a copy) plus row count, next offset and per-batch metadata. Every byte is untrusted: errors are
@@ -73,16 +73,17 @@ mod python {
     }
 
     #[pyfunction]
-    #[pyo3(signature = (data, start, end, include_headers=false, verify_crc=true, max_batch_bytes=256 * 1024 * 1024))]
+    #[pyo3(signature = (data, start, end, include_headers=false, verify_crc=true, max_batch_bytes=256 * 1024 * 1024,
+                        max_rows=usize::MAX))]
     fn decode_batches<'py>(py: Python<'py>, data: PyBuffer<u8>, start: i64, end: i64, include_headers: bool,
-                           verify_crc: bool, max_batch_bytes: usize) -> PyResult<Bound<'py, PyDict>> {
+                           verify_crc: bool, max_batch_bytes: usize, max_rows: usize) -> PyResult<Bound<'py, PyDict>> {
         if !data.is_c_contiguous() {
             return Err(PyBufferError::new_err("decode_batches needs a contiguous buffer"));
         }
         // SAFETY: the buffer is contiguous, `data` keeps the exporter alive and its view locked until it
         // is dropped at the end of this function, and the decoder only reads.
         let bytes: &[u8] = unsafe { std::slice::from_raw_parts(data.buf_ptr() as *const u8, data.len_bytes()) };
-        let opts = Options { start, end, include_headers, verify_crc, max_batch_bytes };
+        let opts = Options { start, end, include_headers, verify_crc, max_batch_bytes, max_rows };
         let decoded = py.detach(|| decode(bytes, &opts)).map_err(|e| {
             // the Python error carries where the corrupt batch starts, so the good batches before it can be kept
             let err = DecodeError::new_err(e.to_string());

@@ -166,3 +166,15 @@ def test_the_fuzz_corpus_seeds_decode_as_the_fuzz_target_reads_them():
                                         limits[(opts[0] >> 2) & 3])
         except pylog_native.DecodeError as e:
             assert seed.name == "small_limit" and "expands beyond 256 bytes" in str(e), (seed.name, e)
+
+
+def test_max_rows_bounds_one_call_and_the_rest_follows_from_consumed():
+    raw = b"".join(encode_batch([b"v%d" % i for i in range(3)], base_offset=3 * b) for b in range(5))   # 15 rows
+    got, pos, start = [], 0, 0
+    while pos < len(raw):
+        d = decode_range(raw[pos:], "t", 0, start, 100, SCHEMA, include_headers=True, max_rows=4)
+        assert d.batch.num_rows <= 6, "stops after the batch that reaches max_rows"
+        got += d.batch.column("offset").to_pylist()
+        pos += d.consumed
+        start = d.next_offset
+    assert got == list(range(15))

@@ -297,3 +297,16 @@ def test_generated_logs_encoded_decoded_and_filtered_keep_exactly_the_committed_
     got = drop_aborted(decoded.batch, aborted_ranges(decoded.batches, aborted))
     assert _offsets(got) == sorted(keep)
     assert got.column("value").to_pylist() == [b"%d" % o for o in sorted(keep)]
+
+
+def test_one_answer_fed_in_pieces_keeps_the_state_of_its_transactions():
+    from sparklog.read_committed import AbortedTransactions
+
+    aborted_data = BatchInfo(0, 4, 7, True, False)
+    abort_marker = BatchInfo(5, 5, 7, True, True)
+    committed_later = BatchInfo(6, 9, 7, True, False)
+    open_abort = BatchInfo(10, 12, 8, True, False)
+    f = AbortedTransactions([(7, 0), (8, 10)])
+    assert f.dropped([aborted_data, abort_marker]) == [(0, 4)]
+    assert f.dropped([committed_later]) == [], "producer 7's abort was seen in the first piece"
+    assert f.dropped([open_abort]) == [(10, 12)]

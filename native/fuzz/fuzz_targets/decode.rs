@@ -29,7 +29,9 @@ fuzz_target!(|input: &[u8]| {
         let s = i64::from(o[1] & 0x0f);
         (s, s + i64::from(o[1] >> 4))
     };
-    let opts = Options { start, end, include_headers: o[0] & 1 != 0, verify_crc: o[0] & 2 != 0, max_batch_bytes };
+    let max_rows = if o[0] & 0x10 != 0 { usize::from(o[1] & 0x07) + 1 } else { usize::MAX };
+    let opts = Options { start, end, include_headers: o[0] & 1 != 0, verify_crc: o[0] & 2 != 0, max_batch_bytes,
+                         max_rows };
     match decode(data, &opts) {
         Ok(d) => {
             let rows = d.rows();
