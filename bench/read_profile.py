@@ -93,8 +93,9 @@ def _processes() -> dict[int, tuple[str, float]]:
     for pid in _descendants(os.getpid()):
         try:
             cmd = Path(f"/proc/{pid}/cmdline").read_bytes()
-            kind = ("python workers" if b"pyspark" in cmd else "broker" if b"broker" in cmd
-                    else "jvm" if b"java" in cmd else "other")
+            exe = cmd.split(b"\0", 1)[0]
+            kind = ("jvm" if exe.endswith(b"java") else "python workers" if b"pyspark" in cmd
+                    else "broker" if b"broker" in cmd else "other")
             out[pid] = (kind, cpu_seconds(pid))
         except OSError:
             continue
