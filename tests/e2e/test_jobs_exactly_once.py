@@ -51,8 +51,10 @@ def test_stream_to_delta_survives_a_kill_loop_exactly_once(any_broker, tmp_path)
     proc.communicate(timeout=240)
     assert proc.returncode == -signal.SIGKILL, "the fault killed the job right after the Delta commit of batch 1"
     kills = 1
-    # 2..6: killed at random moments once the job has made progress
-    while kills < 6:
+    # 2..6 (2..3 on Apache Kafka, whose run is the same code on another broker): killed at random
+    # moments once the job has made progress
+    wanted = 3 if isinstance(any_broker, KafkaBroker) else 6
+    while kills < wanted:
         before = table_versions(table)
         proc = run_job("stream_to_delta", settings)
         deadline = time.monotonic() + 180
