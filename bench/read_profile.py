@@ -25,13 +25,10 @@ from typing import Any, Iterator
 
 REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO))
-os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
-os.environ.setdefault("SPARK_LOCAL_IP", "127.0.0.1")
-os.environ.setdefault("SPARK_CONF_DIR", str(REPO / "conf"))
 
 from pyspark.sql.datasource import DataSource, DataSourceReader, InputPartition  # noqa: E402
 
-from bench._common import cpu_seconds, start_pylog  # noqa: E402
+from bench._common import cpu_seconds, spark_env, start_pylog  # noqa: E402
 from bench.spark_read import load_topic  # noqa: E402
 
 
@@ -108,6 +105,7 @@ def main() -> None:
     ap.add_argument("--partitions", type=int, default=8)
     ap.add_argument("--compression", default="lz4")
     args = ap.parse_args()
+    spark_env()
 
     from pyspark.sql import SparkSession
 

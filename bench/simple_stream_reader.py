@@ -26,14 +26,11 @@ from typing import Any, Iterator
 
 REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO))
-os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
-os.environ.setdefault("SPARK_LOCAL_IP", "127.0.0.1")
-os.environ.setdefault("SPARK_CONF_DIR", str(REPO / "conf"))
 
 from pyspark.errors.exceptions.base import PySparkNotImplementedError  # noqa: E402
 from pyspark.sql.datasource import SimpleDataSourceStreamReader  # noqa: E402
 
-from bench._common import start_pylog  # noqa: E402
+from bench._common import spark_env, start_pylog  # noqa: E402
 from bench.spark_read import batch_durations, load_topic  # noqa: E402
 from sparklog.source import PylogDataSource  # noqa: E402
 
@@ -89,6 +86,7 @@ def main() -> None:
     ap.add_argument("--batches", type=int, default=12)
     ap.add_argument("--append-results", action="store_true")
     args = ap.parse_args()
+    spark_env()
 
     from pyspark.sql import SparkSession
 

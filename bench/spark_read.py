@@ -33,11 +33,8 @@ from typing import Any, Callable
 
 REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO))
-os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
-os.environ.setdefault("SPARK_LOCAL_IP", "127.0.0.1")
-os.environ.setdefault("SPARK_CONF_DIR", str(REPO / "conf"))
 
-from bench._common import create_topic, rss_mb, start_pylog  # noqa: E402
+from bench._common import create_topic, rss_mb, spark_env, start_pylog  # noqa: E402
 
 PEER_JARS = REPO / ".cache" / "jars" / "spark-kafka"
 
@@ -141,6 +138,7 @@ def main() -> None:
     ap.add_argument("--profile", action="store_true", help="print where a pylog read's Python worker time goes")
     ap.add_argument("--append-results", action="store_true", help="append a section to bench/RESULTS.md")
     args = ap.parse_args()
+    spark_env()
 
     from pyspark.sql import SparkSession, functions as F
 
