@@ -112,13 +112,13 @@ class PylogStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
         self._last_trigger_ms = now
         return False
 
-    def _resume_points(self, start: dict, latest: off.PartitionOffsets, ids: off.TopicIds) -> off.PartitionOffsets:
+    def _resume_points(self, start: dict, latest: off.PartitionOffsets, ids: off.TopicIds,
+                       earliest: off.PartitionOffsets) -> off.PartitionOffsets:
         """Where each partition of `start` goes on: its offset, or the new log's start when the log changed
         (re-created topic, offset beyond the end, aged out); reported once each, as failOnDataLoss says."""
         begin = off.from_offset_dict(start)
-        watched = [tp for tp in begin if tp in latest]
-        changes = find_changes(begin, off.topic_ids_of(start), ids, self.kafka.earliest(watched) if watched else {},
-                               latest)
+        watched = {tp: earliest[tp] for tp in begin if tp in latest and tp in earliest}
+        changes = find_changes(begin, off.topic_ids_of(start), ids, watched, latest)
         self._report_changes(changes)
         return resume_offsets(begin, changes)
 
@@ -128,7 +128,8 @@ class PylogStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
         latest = dict(self._target) if self._target is not None else self.kafka.latest(self.kafka.partitions())
         ids = self._topic_ids(latest)
         self._latest = latest
-        begin = self._resume_points(start, latest, ids)
+        earliest = self.kafka.earliest(list(latest)) if latest else {}   # one lookup for every use below
+        begin = self._resume_points(start, latest, ids, earliest)
         if isinstance(limit, ReadAllAvailable):
             return off.to_offset_dict(latest, ids)
         min_rows = limit.min_rows if isinstance(limit, ReadMinRows) else self.opts.min_offsets_per_trigger
@@ -139,22 +140,21 @@ class PylogStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
         max_bytes = limit.max_bytes if isinstance(limit, ReadMaxBytes) else self.opts.max_bytes_per_trigger
         if max_rows is None and max_bytes is None:
             return off.to_offset_dict(latest, ids)
-        new_tps = [tp for tp in latest if tp not in begin]
-        new_start = self.kafka.earliest(new_tps) if new_tps else {}
+        new_start = {tp: earliest[tp] for tp in latest if tp not in begin and tp in earliest}
         end = dict(latest)
         if max_rows is not None:
             end = rate_limit(max_rows, begin, latest, new_start)
         if max_bytes is not None:
-            by_bytes = byte_limit(max_bytes, begin, latest, new_start, self._record_sizes(latest))
+            by_bytes = byte_limit(max_bytes, begin, latest, new_start, self._record_sizes(latest, earliest))
             end = {tp: min(o, by_bytes[tp]) for tp, o in end.items()}
         return off.to_offset_dict(end, ids)
 
-    def _record_sizes(self, latest: off.PartitionOffsets) -> dict[off.TopicPartition, float]:
+    def _record_sizes(self, latest: off.PartitionOffsets,
+                      earliest: off.PartitionOffsets) -> dict[off.TopicPartition, float]:
         """Average stored bytes per offset of each partition: its size on disk (DescribeLogDirs) over
         its offsets; what maxBytesPerTrigger weighs records with."""
         if self._sizes is None:
             self._sizes = KafkaClient(client_configs.native_client(self.opts))
-        earliest = self.kafka.earliest(list(latest))
         out: dict[off.TopicPartition, float] = {}
         try:
             for topic in sorted({tp[0] for tp in latest}):
