@@ -76,6 +76,14 @@ BROKER_SETTINGS: dict[str, tuple[Any, Callable[[Any], Any], str]] = {
     "socket.send.buffer.bytes": (102400, _int, "SO_SNDBUF of client sockets (-1: OS default)."),
     "socket.receive.buffer.bytes": (102400, _int, "SO_RCVBUF of client sockets (-1: OS default)."),
     "connections.max.idle.ms": (600000, _int, "Close connections idle this long."),
+    "queued.max.request.bytes": (268435456, _int, "Bytes of large requests being received or queued, broker-wide; "
+                                 "a connection waits (not read) when they are in use (-1: no limit, Kafka's default)."),
+    "max.connections": (2147483647, _int, "Connections accepted at once; more are closed on arrival."),
+    "max.connections.per.ip": (2147483647, _int, "Connections accepted at once from one address."),
+    "request.arrival.timeout.ms": (60000, _int, "Close a connection whose request has not arrived whole in this "
+                                   "long (pylog's; Kafka has none, so a trickling client holds its buffer)."),
+    "max.broker.partitions": (None, _int, "Partitions this broker may hold (KIP-578's name); default: a quarter "
+                              "of the open-file limit, so the broker can always reopen its logs."),
     "fetch.max.bytes": (57671680, _int, "Upper bound on bytes returned by one Fetch."),
     "log.segment.bytes": (1073741824, _int, "Roll a segment at this size (topic: segment.bytes)."),
     "log.roll.ms": (None, _int, "Roll a segment this old (topic: segment.ms)."),

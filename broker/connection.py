@@ -2,16 +2,18 @@
 
 Owns: driving the sans-I/O `FrameReceiver` (broker/protocol/framing.py: the receive buffers and
 frame cutting) from asyncio's callbacks, running requests strictly in order, writing the responses
-of one read pass together, sending fetch data with sendfile, backpressure and the idle clock that
-the server's housekeeping checks.
+of one read pass together, sending fetch data with sendfile, backpressure, waiting (not reading)
+while the broker's request memory pool is exhausted, and the clocks the server's housekeeping checks
+(idle since, and how long the current request has been arriving).
 
 Ordering (Kafka's rule): responses leave in request order. Synchronous handlers run inline, in the
 read callback, with no task. A handler that returns an awaitable (a fetch long-poll, a group join)
 gets one task; frames that arrive meanwhile are copied into a queue and run after it.
 
 A frame over `socket.request.max.bytes`, a malformed request, an unsupported API key or a
-failing handler closes this connection only. Never touches storage except through handlers and
-the file regions of fetch responses.
+failing handler closes this connection only, with one warning per condition per minute (a flood
+of bad requests cannot flood the log). Never touches storage except through handlers and the file
+regions of fetch responses.
 """
 from __future__ import annotations
 
@@ -28,6 +30,7 @@ from broker.apis.registry import supported
 from broker.context import CLIENT_HOST
 from broker.log.fetch_slice import FetchSlice
 from broker.protocol.framing import FrameError, FrameReceiver
+from broker.quiet_logging import quiet
 from broker.protocol.codec import (
     API_VERSIONS_KEY,
     PRODUCE_KEY,
@@ -41,7 +44,7 @@ from broker.protocol.codec import (
 if TYPE_CHECKING:
     from broker.server import BrokerServer
 
-log = logging.getLogger(__name__)
+log = quiet(logging.getLogger(__name__))
 
 MAX_QUEUED_FRAMES = 256             # stop reading while this many requests wait behind an async one
 SMALL_REGION_BYTES = 64 * 1024      # fetch data below this is copied with pread instead of sendfile
@@ -57,8 +60,10 @@ class Connection(asyncio.BufferedProtocol):
         self.peer: Any = None
         self.host = ""
         self.last_active = time.monotonic()
-        self._frames = FrameReceiver(self.max_bytes)
-        self._queue: deque[bytes] = deque()      # frames waiting behind the async request
+        self.arriving_since: float | None = None  # when the request now arriving started (None: none is)
+        self._pool = server.request_memory
+        self._frames = FrameReceiver(self.max_bytes, pool=self._pool)
+        self._queue: deque[tuple[bytes | memoryview, int]] = deque()   # (frame, reserved bytes) behind the async request
         self._task: asyncio.Task[None] | None = None
         self._out: list[Any] = []                # response bytes gathered during this pass
         self._backlog: list[Any] = []            # chunks waiting behind a slow sendfile
@@ -74,6 +79,12 @@ class Connection(asyncio.BufferedProtocol):
         self.transport = transport     # type: ignore[assignment]  (uvloop's is not an asyncio.Transport)
         self.peer = transport.get_extra_info("peername")
         self.host = f"/{self.peer[0]}" if self.peer else ""
+        refusal = self.server.admit(self)
+        if refusal is not None:
+            log.warning("refusing connection from %s: %s", self.peer, refusal)
+            self._closing = True
+            transport.close()
+            return
         sock = transport.get_extra_info("socket")
         if sock is not None:
             self._sock_fd = sock.fileno()
@@ -97,6 +108,10 @@ class Connection(asyncio.BufferedProtocol):
         for task in (self._task, self._send_task):
             if task is not None and not task.done():
                 task.cancel()
+        self._pool.forget(self._memory_released)
+        self._frames.close()
+        for _, reserved in self._queue:
+            self._pool.release(reserved)
         self._queue.clear()
         self._backlog = []
         self._out = []
@@ -106,11 +121,31 @@ class Connection(asyncio.BufferedProtocol):
 
     def buffer_updated(self, nbytes: int) -> None:
         self.last_active = time.monotonic()
+        self._take(self._frames.received(nbytes))
+
+    def _memory_released(self) -> None:
+        """The request memory pool gave memory back: the frame waiting for it may go on."""
+        if not self._closing:
+            self._take(self._frames.retry())
+
+    def _take(self, frames: Iterable[tuple[memoryview, bool]]) -> None:
+        """Run the frames completed by a read (or by memory becoming free), then update the clocks."""
         try:
-            for frame, owned in self._frames.received(nbytes):
+            completed = False
+            for frame, owned in frames:
+                completed = True
                 if self._closing:
-                    break
-                self._on_frame(frame, owned)
+                    if owned:
+                        self._pool.release(len(frame))
+                    continue
+                self._on_frame(frame, len(frame) if owned else 0)
+            if self._frames.waiting_for_memory:
+                self.arriving_since = None
+                self._pool.wait(self._memory_released)
+            elif self._frames.buffered == 0:
+                self.arriving_since = None
+            elif completed or self.arriving_since is None:
+                self.arriving_since = time.monotonic()
             self._flush()
             self._update_reading()
         except FrameError as e:
@@ -137,15 +172,23 @@ class Connection(asyncio.BufferedProtocol):
 
     # --- framing ---------------------------------------------------------------------------------
 
-    def _on_frame(self, frame: memoryview, owned: bool) -> None:
+    def _on_frame(self, frame: memoryview, reserved: int) -> None:
         """Run one request now, or queue it behind the async one in progress (keeping order).
 
-        `owned`: the frame's memory is not reused by the receive buffer, so it may be kept.
+        `reserved`: bytes of the request memory pool the frame holds (its own buffer, which the
+        receive buffer does not reuse, so it may be kept); given back once the request has run.
         """
         if self._task is not None or self._queue:
-            self._queue.append(frame if owned else bytes(frame))   # type: ignore[arg-type]
+            self._queue.append((frame, reserved) if reserved else (bytes(frame), 0))
             return
-        self._process(frame)
+        self._run(frame, reserved)
+
+    def _run(self, frame: memoryview | bytes, reserved: int) -> None:
+        try:
+            self._process(frame)
+        finally:
+            if reserved:
+                self._pool.release(reserved)
 
     # --- dispatch ------------------------------------------------------------------------------
 
@@ -205,7 +248,7 @@ class Connection(asyncio.BufferedProtocol):
         try:
             self._respond(api_key, correlation_id, result)
             while self._queue and self._task is None and not self._closing:
-                self._process(self._queue.popleft())
+                self._run(*self._queue.popleft())
             self._flush()
             self._update_reading()
         except Exception:  # noqa: BLE001
@@ -312,7 +355,8 @@ class Connection(asyncio.BufferedProtocol):
             if not self._busy():
                 self.close()
             return
-        stop = self._writing_paused or self._send_task is not None or len(self._queue) >= MAX_QUEUED_FRAMES
+        stop = (self._writing_paused or self._send_task is not None or len(self._queue) >= MAX_QUEUED_FRAMES
+                or self._frames.waiting_for_memory)
         reading = transport.is_reading()   # loop.sendfile pauses and resumes reading by itself
         if stop and reading:
             transport.pause_reading()
@@ -328,6 +372,10 @@ class Connection(asyncio.BufferedProtocol):
 
     def is_idle(self, now: float, idle_s: float) -> bool:
         return not self._busy() and now - self.last_active > idle_s
+
+    def is_arriving_too_slowly(self, now: float, limit_s: float) -> bool:
+        """A request has been arriving for longer than `limit_s` (not counting a wait for memory)."""
+        return self.arriving_since is not None and now - self.arriving_since > limit_s
 
     def close(self) -> None:
         if self._closing:

@@ -35,6 +35,14 @@ class InvalidRecordError(KafkaError):
     code = ErrorCode.invalid_record
 
 
+class RecordValidationError(KafkaError):
+    """Records rejected one by one (KIP-467): the code of the first, and every (record index, message)."""
+
+    def __init__(self, code: ErrorCode, record_errors: list[tuple[int, str]], message: str) -> None:
+        super().__init__(message, code)
+        self.record_errors = record_errors
+
+
 class UnsupportedMessageFormatError(KafkaError):
     """Message format v0/v1 (magic < 2): pylog stores record batch v2 only."""
 
@@ -75,6 +83,12 @@ class InvalidReplicationFactorError(KafkaError):
 
 class InvalidConfigError(KafkaError):
     code = ErrorCode.invalid_config
+
+
+class PolicyViolationError(KafkaError):
+    """A request the broker's limits forbid (partitions per request, max.broker.partitions)."""
+
+    code = ErrorCode.policy_violation
 
 
 class InvalidRequestError(KafkaError):

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import resource
 from typing import Iterable, Mapping
 
 from broker.cluster.topic_registry import TopicInfo, TopicRegistry
@@ -15,6 +16,7 @@ from broker.config import BrokerConfig, TopicConfig
 from broker.errors import (
     InvalidConfigError,
     InvalidReplicationFactorError,
+    PolicyViolationError,
     TopicDeletionDisabledError,
     UnknownTopicOrPartitionError,
 )
@@ -24,6 +26,9 @@ from broker.log.partition_log import AppendResult, PartitionLog
 log = logging.getLogger(__name__)
 
 TopicPartition = tuple[str, int]
+
+# Kafka's controller refuses to create more partitions than this in one request (POLICY_VIOLATION).
+MAX_PARTITIONS_PER_REQUEST = 10_000
 
 
 class ReplicaManager:
@@ -57,12 +62,34 @@ class ReplicaManager:
                 f"Replication factor {rf} is larger than the number of available brokers (1)."
             )
         config = self.registry.check_new(name, count, overrides)
+        self.check_room_for(count)
         if validate_only:
             return config
         info = self.registry.create(name, count, overrides)
-        for p in range(count):
-            self.logs.create(name, p, config)
+        try:
+            for p in range(count):
+                self.logs.create(name, p, config)
+        except BaseException:
+            self.registry.delete(name)      # all or nothing: no half-created topic survives a failure
+            self.logs.delete_topic(name)
+            raise
         return info
+
+    def max_partitions(self) -> int:
+        """max.broker.partitions, or a quarter of the open-file limit (each partition keeps files open)."""
+        configured = self.config["max.broker.partitions"]
+        if configured is not None:
+            return int(configured)
+        soft, _ = resource.getrlimit(resource.RLIMIT_NOFILE)
+        return max(1, soft // 4) if soft != resource.RLIM_INFINITY else 2**31 - 1
+
+    def check_room_for(self, more: int) -> None:
+        """PolicyViolationError, before any work, if `more` partitions would exceed max.broker.partitions."""
+        held = sum(t.partitions for t in self.registry)
+        limit = self.max_partitions()
+        if held + more > limit:
+            raise PolicyViolationError(
+                f"{more} more partitions would make {held + more} on this broker, above max.broker.partitions={limit}")
 
     def auto_create(self, name: str) -> TopicInfo | None:
         """Create `name` with broker defaults if auto.create.topics.enable; None when disabled."""
@@ -82,9 +109,10 @@ class ReplicaManager:
 
     def create_partitions(self, name: str, count: int, validate_only: bool = False) -> None:
         info = self.registry.check_partition_increase(name, count)
+        old = info.partitions
+        self.check_room_for(count - old)
         if validate_only:
             return
-        old = info.partitions
         self.registry.set_partitions(name, count)
         config = self.registry.config_of(name)
         for p in range(old, count):

@@ -1,7 +1,9 @@
 """The asyncio listener and the broker's lifecycle: start, housekeeping timer, clean shutdown.
 
 Owns the listening socket, the set of live connections (each a `broker.connection.Connection`,
-which owns framing, dispatch and responses), closing idle connections, and the storage
+which owns framing, dispatch and responses), the connection limits (max.connections,
+max.connections.per.ip), the broker-wide request memory pool (queued.max.request.bytes), closing
+idle and too-slow connections, and the storage
 housekeeping (flush policy, deferred file deletion, log cleaner, retention). A malformed frame or
 an unsupported API closes that connection only; the broker carries on.
 """
@@ -28,9 +30,12 @@ from broker.groups.service import GroupService
 from broker.log.cleaner import LogCleaner
 from broker.log.log_manager import LogManager
 from broker.protocol.codec import preload_schemas
+from broker.protocol.framing import RequestMemoryPool
+from broker.quiet_logging import quiet
 from broker.replica_manager import ReplicaManager
 
 log = logging.getLogger(__name__)
+slow_log = quiet(logging.getLogger(__name__ + ".limits"))
 
 HOUSEKEEPING_TICK_S = 0.5
 
@@ -57,6 +62,7 @@ class BrokerServer:
         self.data_dir = config.data_dir
         self._server: asyncio.base_events.Server | None = None
         self.connections: set[Connection] = set()
+        self.request_memory = RequestMemoryPool(config["queued.max.request.bytes"])
         self._housekeeping: asyncio.Task[None] | None = None
         self._lock_fd: int | None = None
         self.ctx: BrokerContext | None = None
@@ -145,11 +151,12 @@ class BrokerServer:
         replicas = self.ctx.replicas
         retention_every = self.config["log.retention.check.interval.ms"] / 1000.0
         idle_s = self.config["connections.max.idle.ms"] / 1000.0
+        arrival_s = self.config["request.arrival.timeout.ms"] / 1000.0
         next_retention = time.monotonic() + retention_every
         while True:
             await asyncio.sleep(HOUSEKEEPING_TICK_S)
             now_ms = self.ctx.now_ms()
-            self._close_idle_connections(idle_s)
+            self._close_stale_connections(idle_s, arrival_s)
             try:
                 replicas.logs.flush_due(now_ms)
                 replicas.logs.purge_deleted_files(now_ms)
@@ -163,12 +170,30 @@ class BrokerServer:
             except Exception:  # noqa: BLE001 - housekeeping must never stop the broker
                 log.exception("housekeeping failed")
 
-    def _close_idle_connections(self, idle_s: float) -> None:
-        """connections.max.idle.ms: close connections with no request or response for that long."""
+    def admit(self, conn: Connection) -> str | None:
+        """Why a new connection may not stay (max.connections, max.connections.per.ip), or None."""
+        cfg = self.config
+        if len(self.connections) >= cfg["max.connections"]:
+            return f"max.connections={cfg['max.connections']} reached"
+        host = conn.peer[0] if conn.peer else None
+        limit = cfg["max.connections.per.ip"]
+        if host is not None and limit < len(self.connections) + 1:
+            same = sum(1 for c in self.connections if c.peer and c.peer[0] == host)
+            if same >= limit:
+                return f"max.connections.per.ip={limit} reached for {host}"
+        return None
+
+    def _close_stale_connections(self, idle_s: float, arrival_s: float) -> None:
+        """connections.max.idle.ms: close connections with no request or response for that long;
+        request.arrival.timeout.ms: close those whose request is still arriving after that long."""
         now = time.monotonic()
         for conn in list(self.connections):
             if conn.is_idle(now, idle_s):
                 log.debug("closing idle connection %s", conn.peer)
+                conn.close()
+            elif conn.is_arriving_too_slowly(now, arrival_s):
+                slow_log.warning("closing connection %s: its request has been arriving for more than %d ms "
+                                 "(request.arrival.timeout.ms)", conn.peer, int(arrival_s * 1000))
                 conn.close()
 
 

@@ -8,10 +8,16 @@ from broker.apis.common import error_result, field
 from broker.cluster.topic_registry import TopicInfo
 from broker.config import TOPIC_TO_BROKER_KEY
 from broker.context import BrokerContext
-from broker.errors import ErrorCode, InvalidReplicaAssignmentError, InvalidRequestError, UnknownTopicIdError
+from broker.errors import (
+    ErrorCode,
+    InvalidReplicaAssignmentError,
+    InvalidRequestError,
+    PolicyViolationError,
+    UnknownTopicIdError,
+)
 from broker.protocol.builder import build
 from broker.protocol.codec import Request, response_schema
-from broker.replica_manager import parse_config_entries
+from broker.replica_manager import MAX_PARTITIONS_PER_REQUEST, parse_config_entries
 
 UUID_ZERO = uuid.UUID(int=0)
 CONFIG_SOURCE_DYNAMIC_TOPIC, CONFIG_SOURCE_DEFAULT = 1, 5
@@ -35,14 +41,36 @@ def _check_brokers(ctx: BrokerContext, name: str, assignments: Any) -> None:
             )
 
 
+def _too_many_partitions(total: int) -> PolicyViolationError | None:
+    """Kafka's rule: a request creating more than 10,000 partitions in all is refused whole."""
+    if total <= MAX_PARTITIONS_PER_REQUEST:
+        return None
+    return PolicyViolationError(f"Excessively large number of partitions per request: {total} requested, "
+                                f"limit {MAX_PARTITIONS_PER_REQUEST}.")
+
+
+def _requested_partitions(ctx: BrokerContext, t: Any) -> int:
+    if t.assignments:
+        return len(t.assignments)
+    return t.num_partitions if t.num_partitions > 0 else int(ctx.config["num.partitions"])
+
+
+def _existing_partitions(ctx: BrokerContext, name: str) -> int:
+    info = ctx.replicas.registry.get(name)
+    return info.partitions if info is not None else 0
+
+
 def handle_create_topics(ctx: BrokerContext, req: Request) -> Any:
     body = req.body
     validate_only = field(body, "validate_only", False)
     results = []
     seen: set[str] = set()
+    refused = _too_many_partitions(sum(_requested_partitions(ctx, t) for t in body.topics))
     for t in body.topics:
         entry: dict[str, Any] = {"name": t.name, "topic_id": UUID_ZERO, "error_code": ErrorCode.none}
         try:
+            if refused is not None:
+                raise refused
             if t.name in seen:
                 raise InvalidRequestError(f"Topic '{t.name}' appears more than once in the request")
             seen.add(t.name)
@@ -94,9 +122,12 @@ def handle_delete_topics(ctx: BrokerContext, req: Request) -> Any:
 def handle_create_partitions(ctx: BrokerContext, req: Request) -> Any:
     body = req.body
     results = []
+    refused = _too_many_partitions(sum(max(t.count - _existing_partitions(ctx, t.name), 0) for t in body.topics))
     for t in body.topics:
         entry: dict[str, Any] = {"name": t.name, "error_code": ErrorCode.none}
         try:
+            if refused is not None:
+                raise refused
             _check_brokers(ctx, t.name, t.assignments)
             ctx.replicas.create_partitions(t.name, t.count, body.validate_only)
         except Exception as e:  # noqa: BLE001

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from broker.apis.common import error_result
 from broker.context import BrokerContext
-from broker.errors import DuplicateSequenceError, ErrorCode, InvalidRecordError
+from broker.errors import DuplicateSequenceError, ErrorCode, InvalidRecordError, RecordValidationError
 from broker.protocol.codec import Request
 from broker.protocol.produce_codec import PartitionResult, encode_produce_response
 
@@ -24,6 +24,8 @@ def _append_one(ctx: BrokerContext, topic: str, index: int, records: bytes | mem
         return PartitionResult(index, ErrorCode.none, r.base_offset, r.log_append_time_ms, r.log_start_offset)
     except DuplicateSequenceError as e:
         return PartitionResult(index, e.code, e.base_offset, e.log_append_time, error_message=str(e))
+    except RecordValidationError as e:
+        return PartitionResult(index, e.code, error_message=str(e), record_errors=e.record_errors)
     except Exception as e:  # noqa: BLE001 - every failure becomes this partition's error code
         code, message = error_result(e)
         return PartitionResult(index, code, error_message=message)

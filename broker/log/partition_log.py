@@ -196,7 +196,8 @@ class PartitionLog:
         if len(records) > cfg.segment_bytes:
             raise RecordListTooLargeError(
                 f"{len(records)} bytes of records exceed segment.bytes {cfg.segment_bytes} of {self.name}")
-        headers = validate_batches(records, cfg.max_message_bytes)
+        headers = validate_batches(records, cfg.max_message_bytes, compacted="compact" in cfg.cleanup_policy,
+                                   create_time=cfg.message_timestamp_type == "CreateTime")
         self.producers.check_batches(headers)
         buf = bytearray(records)
         log_append_time = now_ms if cfg.message_timestamp_type == "LogAppendTime" else None

@@ -1,10 +1,12 @@
 """Kafka record batch v2: the on-disk and wire format, read and rewritten at the header level.
 
-Owns: parsing batch headers, validating a produce request's batches (length, magic, CRC32C, size),
-assigning offsets / LogAppendTime by rewriting headers in place, scanning a segment file's batches
-(recovery and index rebuild), and decoding record timestamps for ListOffsets-by-timestamp.
+Owns: parsing batch headers, validating a produce request's batches (length, magic, CRC32C, size
+here; every record, as Kafka's LogValidator does, in the native `pylog_native.validate_batches`),
+assigning offsets / LogAppendTime / the true max timestamp by rewriting headers in place, scanning a
+segment file's batches (recovery and index rebuild), and decoding record timestamps for
+ListOffsets-by-timestamp.
 
-Never decodes records on the hot path: `validate_batches` and `assign_offsets` touch headers only;
+Records are walked once on produce, in native code; `assign_offsets` touches headers only;
 `iter_record_timestamps` is for off-hot-path lookups. Knows nothing about files beyond a file
 descriptor it is handed, and nothing about the network protocol.
 
@@ -24,11 +26,14 @@ from typing import Callable, Iterator
 
 import cramjam
 import crc32c
+import pylog_native
 
 from broker.errors import (
     CorruptRecordError,
+    ErrorCode,
     InvalidRecordError,
     MessageTooLargeError,
+    RecordValidationError,
     UnsupportedMessageFormatError,
 )
 from broker.log.constants import (
@@ -87,6 +92,7 @@ class BatchHeader:
     base_sequence: int
     records_count: int
     position: int = 0
+    max_timestamp_wrong: bool = False   # the producer's max timestamp is not its records' (validate_batches)
 
     @property
     def size(self) -> int:
@@ -135,8 +141,45 @@ def parse_header(buf: bytes | bytearray | memoryview, pos: int = 0) -> BatchHead
     return BatchHeader(*_HEADER.unpack_from(buf, pos), pos)
 
 
-def validate_batches(buf: bytes | bytearray | memoryview, max_batch_bytes: int) -> list[BatchHeader]:
-    """Check every batch of a produce request's records; return their headers. Never decodes records."""
+# A batch's records may expand to this much when decompressed (at least; see `uncompressed_limit`).
+MIN_UNCOMPRESSED_LIMIT = 64 * 1024 * 1024
+
+
+def uncompressed_limit(max_batch_bytes: int) -> int:
+    """How far one compressed batch may expand: 8x max.message.bytes, at least 64 MiB (a bound on memory)."""
+    return max(MIN_UNCOMPRESSED_LIMIT, 8 * max_batch_bytes)
+
+
+def validate_batches(buf: bytes | bytearray | memoryview, max_batch_bytes: int, *,
+                     compacted: bool = False, create_time: bool = True) -> list[BatchHeader]:
+    """Check every batch of a produce request and every record in it; return the batches' headers.
+
+    Headers (length, magic, CRC32C, size) are checked here; records by `pylog_native.validate_batches`
+    (Kafka's LogValidator rules). A batch-level problem raises CorruptRecordError or InvalidRecordError;
+    records rejected one by one (keyless on a compacted topic, LogAppendTime from a client on a
+    CreateTime topic) raise RecordValidationError with each record's index (KIP-467).
+    """
+    headers = _check_headers(buf, max_batch_bytes)
+    try:
+        max_timestamps, record_errors = pylog_native.validate_batches(
+            buf, compacted, create_time, uncompressed_limit(max_batch_bytes))
+    except pylog_native.ValidationError as e:
+        if e.code == ErrorCode.corrupt_message:
+            raise CorruptRecordError(str(e)) from None
+        raise InvalidRecordError(str(e)) from None
+    if record_errors:
+        first = ErrorCode(record_errors[0][1])
+        raise RecordValidationError(first, [(i, m) for i, _, m in record_errors],
+                                    f"{len(record_errors)} record(s) rejected; the first: {record_errors[0][2]}")
+    for h, ts in zip(headers, max_timestamps):
+        if h.timestamp_type == 0 and ts != h.max_timestamp:
+            h.max_timestamp = ts
+            h.max_timestamp_wrong = True
+    return headers
+
+
+def _check_headers(buf: bytes | bytearray | memoryview, max_batch_bytes: int) -> list[BatchHeader]:
+    """Length, magic, CRC32C and size of every batch; their headers."""
     total = len(buf)
     if total == 0:
         raise InvalidRecordError("produce request has no record batches")
@@ -183,7 +226,8 @@ def assign_offsets(buf: bytearray, headers: list[BatchHeader], base_offset: int,
     """Give the batches consecutive offsets from `base_offset`, in place (and LogAppendTime if given).
 
     The CRC does not cover the base offset, so it is recomputed only when LogAppendTime rewrites the
-    attributes and max timestamp. `headers` are updated to match the rewritten bytes.
+    attributes and max timestamp, or when the producer's max timestamp was wrong (validate_batches
+    found its records' true one). `headers` are updated to match the rewritten bytes.
     """
     view = memoryview(buf)
     next_offset = base_offset
@@ -195,9 +239,12 @@ def assign_offsets(buf: bytearray, headers: list[BatchHeader], base_offset: int,
             h.attributes |= _TIMESTAMP_TYPE_BIT
             h.max_timestamp = log_append_time_ms
             _INT16.pack_into(buf, h.position + _ATTRIBUTES_POS, h.attributes)
-            _INT64.pack_into(buf, h.position + _MAX_TIMESTAMP_POS, log_append_time_ms)
-            h.crc = crc32c.crc32c(view[h.position + CRC_START:h.position + h.size])
-            _UINT32.pack_into(buf, h.position + _CRC_POS, h.crc)
+        elif not h.max_timestamp_wrong:
+            continue
+        h.max_timestamp_wrong = False
+        _INT64.pack_into(buf, h.position + _MAX_TIMESTAMP_POS, h.max_timestamp)
+        h.crc = crc32c.crc32c(view[h.position + CRC_START:h.position + h.size])
+        _UINT32.pack_into(buf, h.position + _CRC_POS, h.crc)
 
 
 # --- Record decoding (off the hot path) --------------------------------------------------------

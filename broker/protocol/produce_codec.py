@@ -206,16 +206,19 @@ def decode_produce(frame: bytes | bytearray | memoryview, pos: int, version: int
 class PartitionResult:
     """One partition's outcome, as the response reports it."""
 
-    __slots__ = ("index", "error_code", "base_offset", "log_append_time", "log_start_offset", "error_message")
+    __slots__ = ("index", "error_code", "base_offset", "log_append_time", "log_start_offset", "error_message",
+                 "record_errors")
 
     def __init__(self, index: int, error_code: int, base_offset: int = -1, log_append_time: int = -1,
-                 log_start_offset: int = -1, error_message: str | None = None) -> None:
+                 log_start_offset: int = -1, error_message: str | None = None,
+                 record_errors: Sequence[tuple[int, str]] = ()) -> None:
         self.index = index
         self.error_code = error_code
         self.base_offset = base_offset
         self.log_append_time = log_append_time
         self.log_start_offset = log_start_offset
         self.error_message = error_message
+        self.record_errors = record_errors   # (batch_index, message) per rejected record, KIP-467 (v8+)
 
 
 @lru_cache(maxsize=4096)
@@ -229,6 +232,19 @@ def _nullable_string(s: str | None, flexible: bool) -> bytes:
         return b"\x00" if flexible else b"\xff\xff"
     raw = s.encode()
     return (write_uvarint(len(raw) + 1) if flexible else _I16.pack(len(raw))) + raw
+
+
+def _record_errors(errors: Sequence[tuple[int, str]], flexible: bool) -> bytes:
+    """The record_errors array of v8+: (batch_index int32, batch_index_error_message nullable string)."""
+    if not errors:
+        return b"\x01" if flexible else b"\x00\x00\x00\x00"
+    out = bytearray(write_uvarint(len(errors) + 1) if flexible else _I32.pack(len(errors)))
+    for index, message in errors:
+        out += _I32.pack(index)
+        out += _nullable_string(message, flexible)
+        if flexible:
+            out += b"\x00"
+    return bytes(out)
 
 
 def encode_produce_response(version: int, correlation_id: int,
@@ -252,7 +268,7 @@ def encode_produce_response(version: int, correlation_id: int,
             else:
                 out += partition.pack(r.index, r.error_code, r.base_offset, r.log_append_time)
             if with_errors:
-                out += b"\x01" if flexible else b"\x00\x00\x00\x00"   # record_errors: empty
+                out += _record_errors(r.record_errors, flexible)
                 out += _nullable_string(r.error_message, flexible)
             if flexible:
                 out += b"\x00"

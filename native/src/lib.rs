@@ -12,6 +12,7 @@ pub mod compression;
 pub mod decode;
 pub mod error;
 pub mod reader;
+pub mod validate;
 
 #[cfg(feature = "python")]
 mod python {
@@ -26,8 +27,11 @@ mod python {
 
     use crate::columns::{i32_bytes, i64_bytes, VarColumn};
     use crate::decode::{decode, Options};
+    use crate::validate::{validate, Limits};
 
     create_exception!(pylog_native, DecodeError, PyValueError, "A record batch is corrupt; the message names where.");
+    create_exception!(pylog_native, ValidationError, PyValueError,
+                      "A produced record batch is rejected; `code` is the Kafka error code, the message names where.");
 
     /// An immutable byte buffer owned by Rust, exported through the buffer protocol (zero copy).
     #[pyclass(frozen, module = "pylog_native")]
@@ -118,9 +122,35 @@ mod python {
         Ok(d)
     }
 
+    /// Validate one partition's produce data as Kafka's LogValidator does (see `validate.rs`).
+    /// Returns (max timestamp per batch, [(record index, error code, message)]); raises
+    /// ValidationError (with `code`, `batch_start`, `base_offset`) when the request must be rejected.
+    #[pyfunction]
+    #[pyo3(signature = (data, compacted, create_time, max_uncompressed_bytes))]
+    fn validate_batches<'py>(py: Python<'py>, data: PyBuffer<u8>, compacted: bool, create_time: bool,
+                             max_uncompressed_bytes: usize) -> PyResult<(Vec<i64>, Vec<(u32, i16, String)>)> {
+        if !data.is_c_contiguous() {
+            return Err(PyBufferError::new_err("validate_batches needs a contiguous buffer"));
+        }
+        // SAFETY: as in decode_batches: contiguous, kept alive and locked by `data`, only read.
+        let bytes: &[u8] = unsafe { std::slice::from_raw_parts(data.buf_ptr() as *const u8, data.len_bytes()) };
+        let limits = Limits { compacted, create_time, max_uncompressed_bytes };
+        let v = py.detach(|| validate(bytes, &limits)).map_err(|r| {
+            let err = ValidationError::new_err(r.error.to_string());
+            let value = err.value(py);
+            let _ = value.setattr("code", r.code);
+            let _ = value.setattr("batch_start", r.error.batch_start);
+            let _ = value.setattr("base_offset", r.error.base_offset);
+            err
+        })?;
+        Ok((v.max_timestamps, v.record_errors.into_iter().map(|e| (e.index, e.code, e.message)).collect()))
+    }
+
     #[pymodule]
     fn pylog_native(m: &Bound<'_, PyModule>) -> PyResult<()> {
         m.add_function(wrap_pyfunction!(decode_batches, m)?)?;
+        m.add_function(wrap_pyfunction!(validate_batches, m)?)?;
+        m.add("ValidationError", m.py().get_type::<ValidationError>())?;
         m.add_class::<Buffer>()?;
         m.add("DecodeError", m.py().get_type::<DecodeError>())?;
         Ok(())

@@ -10,8 +10,9 @@ from kio.schema.fetch.v12.request import FetchPartition, FetchRequest, FetchTopi
 from kio.schema.init_producer_id.v4.request import InitProducerIdRequest
 from kio.schema.produce.v9.request import PartitionProduceData, ProduceRequest, TopicProduceData
 
+from tests.support.bad_batches import CORRUPT, INVALID
 from tests.support.batches import encode_batch
-from tests.support.clients import create_topic
+from tests.support.clients import consume, create_topic
 from tests.support.wire import WireClient
 
 
@@ -104,3 +105,28 @@ def test_fetch_out_of_range_and_high_watermark(wire):
     assert at_end.error_code == ErrorCode.none and not at_end.records
     beyond = fetch(5)
     assert beyond.error_code == ErrorCode.offset_out_of_range
+
+
+def test_every_kind_of_bad_batch_is_rejected_and_consumers_read_every_good_record(broker_factory):
+    """Issue 15: 35 kinds of corrupt/invalid batch, each between good ones, on one partition; a real
+    consumer (librdkafka) then reads exactly the good records, in order, with no error."""
+    b = broker_factory()
+    create_topic(b.bootstrap, "hostile")
+    create_topic(b.bootstrap, "compacted", config={"cleanup.policy": "compact"})
+    good: list[bytes] = []
+    with WireClient("127.0.0.1", b.port) as w:
+        for name, make in sorted({**CORRUPT, **INVALID}.items()):
+            want = ErrorCode.corrupt_message if name in CORRUPT else ErrorCode.invalid_record
+            r = _produce(w, "hostile", make())
+            assert r.error_code == want, (name, r.error_code, r.error_message)
+            assert r.error_message, name
+            value = b"good after " + name.encode()
+            assert _produce(w, "hostile", encode_batch([value], keys=[b"k"])).error_code == ErrorCode.none
+            good.append(value)
+        r = _produce(w, "compacted", encode_batch([b"a", b"b"], keys=[b"k", None]))
+        assert r.error_code == ErrorCode.invalid_record
+        assert [(e.batch_index, e.batch_index_error_message) for e in r.record_errors] == [
+            (1, "Compacted topic cannot accept message without key")]
+    msgs = consume(b.bootstrap, "hostile", [0], len(good))
+    assert [m.value() for m in msgs] == good
+    assert [m.offset() for m in msgs] == list(range(len(good)))

@@ -2,6 +2,8 @@
 record batch encoder, and the log cleaner (compaction) on a real PartitionLog."""
 from __future__ import annotations
 
+import pytest
+
 from pathlib import Path
 
 from broker.config import TopicConfig
@@ -25,6 +27,7 @@ from broker.groups.records import (
 from broker.log.cleaner import LogCleaner
 from broker.log.log_manager import LogManager
 from broker.log.partition_log import PartitionLog
+from broker.errors import InvalidRecordError, RecordValidationError
 from broker.log.record_batch import validate_batches
 from broker.log.record_builder import Record, decode_records, encode_batch, iter_batches
 
@@ -60,8 +63,11 @@ def test_subscribed_topics_parses_consumer_protocol() -> None:
 def test_encoded_batches_pass_broker_validation_and_decode_back() -> None:
     records = [Record(10, 1000, b"k1", b"v1"), Record(12, 1005, b"k2", None, (("h", b"x"),))]
     batch = encode_batch(records)
-    headers = validate_batches(batch, 1 << 20)
-    assert headers[0].base_offset == 10 and headers[0].last_offset == 12 and headers[0].records_count == 2
+    gapless = encode_batch([records[0], Record(11, 1005, b"k2", None, (("h", b"x"),))])
+    headers = validate_batches(gapless, 1 << 20)
+    assert headers[0].base_offset == 10 and headers[0].last_offset == 11 and headers[0].records_count == 2
+    with pytest.raises(InvalidRecordError, match="inconsistent batch offset range"):
+        validate_batches(batch, 1 << 20)   # an offset gap is the cleaner's output, never a producer's
     decoded = decode_records(batch)
     assert [(r.offset, r.timestamp, r.key, r.value) for r in decoded] == [(10, 1000, b"k1", b"v1"), (12, 1005, b"k2", None)]
     assert decoded[1].headers == (("h", b"x"),)
@@ -90,7 +96,9 @@ def test_cleaner_keeps_only_the_latest_value_per_key(tmp_path: Path) -> None:
     plog = _compacted_log(tmp_path)
     for i in range(200):
         plog.append(encode_batch([Record(0, 1000 + i, b"key-%d" % (i % 5), b"value-%d" % i)]))
-    plog.append(encode_batch([Record(0, 5000, None, b"no key")]))
+    with pytest.raises(RecordValidationError, match="without key") as rejected:
+        plog.append(encode_batch([Record(0, 5000, None, b"no key")]))   # Kafka rejects keyless records here
+    assert rejected.value.record_errors == [(0, "Compacted topic cannot accept message without key")]
     before = (len(plog.segments), plog.size_in_bytes())
     manager = LogManager(tmp_path)
     manager._logs[("t", 0)] = plog   # a manager over this one log
@@ -103,13 +111,13 @@ def test_cleaner_keeps_only_the_latest_value_per_key(tmp_path: Path) -> None:
         latest[r.key] = r.value
     assert latest[b"key-4"] == b"value-199" and latest[b"key-0"] == b"value-195"
     offsets = [r.offset for r in records]
-    assert offsets == sorted(offsets) and plog.log_end_offset == 201
+    assert offsets == sorted(offsets) and plog.log_end_offset == 200
     # appends continue after compaction, and a reopened log reads the same
     plog.append(encode_batch([Record(0, 6000, b"key-0", b"after")]))
     plog.close()
     reopened = PartitionLog(tmp_path / "t-0", "t", 0, plog.config, recover=True)
     assert _all_records(reopened)[-1].value == b"after"
-    assert reopened.log_end_offset == 202
+    assert reopened.log_end_offset == 201
 
 
 def test_interrupted_swap_is_completed_at_startup(tmp_path: Path) -> None:

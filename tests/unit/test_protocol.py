@@ -24,7 +24,7 @@ from broker.protocol.codec import (
     response_header,
 )
 from broker.protocol.fetch_response import PartitionData, encode_fetch_response
-from broker.protocol.framing import FrameError, FrameReceiver, encode_frame
+from broker.protocol.framing import FrameError, FrameReceiver, RequestMemoryPool, encode_frame
 
 
 def _request_frame(body, correlation_id=42, client_id="me") -> bytes:
@@ -215,3 +215,43 @@ def test_the_length_guard_accepts_every_valid_request_kio_writes(api_key, versio
         check_lengths(schema, buf.getvalue(), 0)  # must not raise on a valid body
 
     check()
+
+
+def test_an_announced_frame_costs_memory_only_as_its_bytes_arrive():
+    pool = RequestMemoryPool(1 << 30)
+    r = FrameReceiver(max_bytes=100 << 20, pool=pool)
+    _feed(r, struct.pack(">i", 100 << 20) + b"x" * 1000, 1 << 20)
+    assert pool.reserved == 100 << 20, "the announced size is reserved up front (accounting only)"
+    assert r.allocated < 2 << 20, "but only about what arrived is allocated"
+    payload = bytes(range(256)) * 8192          # 2 MiB
+    r2 = FrameReceiver(max_bytes=4 << 20, pool=pool)
+    got = _feed(r2, encode_frame(payload), 64 * 1024)
+    assert got == [(payload, True)]
+    r.close()
+    pool.release(len(payload))                 # the consumer gives an owned frame's reservation back
+    assert pool.reserved == 0
+
+
+def test_a_frame_waits_for_memory_and_goes_on_when_another_releases_it():
+    pool = RequestMemoryPool(3 << 20)
+    first = FrameReceiver(max_bytes=10 << 20, pool=pool)
+    second = FrameReceiver(max_bytes=10 << 20, pool=pool)
+    assert _feed(first, struct.pack(">i", 2 << 20) + b"a" * 10, 100) == []
+    payload = b"b" * (2 << 20)
+    data = encode_frame(payload)
+    into = second.buffer()
+    into[:1000] = data[:1000]
+    assert list(second.received(1000)) == [] and second.waiting_for_memory, "3 MiB pool, 2 MiB taken"
+    woken: list[bool] = []
+    pool.wait(lambda: woken.append(True))
+    first.close()                               # e.g. the slow connection was closed
+    assert woken == [True] and pool.reserved == 0
+    assert list(second.retry()) == [] and not second.waiting_for_memory and pool.reserved == 2 << 20
+    assert _feed(second, data[1000:], 1 << 16) == [(payload, True)]
+
+
+def test_a_frame_larger_than_the_pool_still_passes_alone():
+    pool = RequestMemoryPool(1 << 20)
+    r = FrameReceiver(max_bytes=10 << 20, pool=pool)
+    payload = b"z" * (3 << 20)
+    assert _feed(r, encode_frame(payload), 1 << 20) == [(payload, True)]
