@@ -76,7 +76,7 @@ class Connection(asyncio.BufferedProtocol):
     # --- asyncio callbacks ---------------------------------------------------------------------
 
     def connection_made(self, transport: asyncio.BaseTransport) -> None:
-        self.transport = transport     # type: ignore[assignment]  (uvloop's is not an asyncio.Transport)
+        self.transport = transport     # type: ignore[assignment]  # uvloop's is not an asyncio.Transport
         self.peer = transport.get_extra_info("peername")
         self.host = f"/{self.peer[0]}" if self.peer else ""
         refusal = self.server.admit(self)
@@ -211,8 +211,10 @@ class Connection(asyncio.BufferedProtocol):
             return
         if api_key != PRODUCE_KEY and not isinstance(frame, bytes):
             frame = bytes(frame)     # kio reads read-only buffers; only Produce keeps views of the frame
+        schema = request_schema(api_key, version)
+        assert schema is not None, "supported() only names APIs whose schema exists"
         try:
-            request = decode_request(frame, request_schema(api_key, version))
+            request = decode_request(frame, schema)
         except MalformedRequestError as e:
             log.warning("closing connection %s: malformed %s v%d request: %s", self.peer, api.name, version, e)
             self.close()

@@ -65,7 +65,7 @@ def _topic_configs(ctx: BrokerContext, name: str, keys: Any, synonyms: bool, doc
 def _broker_configs(ctx: BrokerContext, name: str, keys: Any, docs: bool) -> list[dict[str, Any]]:
     if name not in ("", str(ctx.node_id)):
         raise InvalidRequestError(f"Broker '{name}' is not this broker ({ctx.node_id})")
-    out = []
+    out: list[dict[str, Any]] = []
     for key, (_, _, doc) in sorted(BROKER_SETTINGS.items()):
         if keys is not None and key not in keys:
             continue

@@ -49,6 +49,11 @@ def handle(ctx: BrokerContext, req: Request) -> Any:
         for t in requested:
             name = t.name
             topic_id = field(t, "topic_id", None)
+            if name is None and topic_id in (None, UUID_ZERO):
+                # Kafka: "Topic name can not be null" (below v12 names are required; any version needs one or an id)
+                topics.append({"error_code": ErrorCode.invalid_request, "name": "", "topic_id": UUID_ZERO,
+                               "partitions": []})
+                continue
             if name is None and topic_id not in (None, UUID_ZERO):
                 info = replicas.registry.by_id(topic_id)
                 if info is None:

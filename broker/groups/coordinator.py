@@ -302,7 +302,7 @@ class GroupCoordinator:
             return E.rebalance_in_progress
         return E.none
 
-    def leave_group(self, group_id: str, leaving: list[tuple[str, str | None]]) -> tuple[int, list[int]]:
+    def leave_group(self, group_id: str, leaving: list[tuple[str, str | None]]) -> tuple[ErrorCode, list[ErrorCode]]:
         """(group error, one error per leaving (member id, instance id))."""
         group = self.groups.get(group_id)
         if group is None:

@@ -131,7 +131,7 @@ class GroupService(GroupCoordinator):
             return dict(self.store.offsets_of(group_id))
         return {tp: self.store.get(group_id, tp) for tp in tps}
 
-    def delete_offsets(self, group_id: str, tps: list[TopicPartition]) -> tuple[int, dict[TopicPartition, int]]:
+    def delete_offsets(self, group_id: str, tps: list[TopicPartition]) -> tuple[ErrorCode, dict[TopicPartition, ErrorCode]]:
         """OffsetDelete: (group error, per-partition errors). Refuses topics a live group subscribes to."""
         group = self.groups.get(group_id)
         if not group_id:

@@ -26,6 +26,8 @@ from broker.log.partition_log import PartitionLog
 
 log = logging.getLogger(__name__)
 
+INDEX_IDLE_S = 600.0     # a sealed segment's indexes are released after this long without a lookup
+
 
 def parse_partition_dir(name: str) -> tuple[str, int] | None:
     """('my-topic', 3) for 'my-topic-3'; None for anything that is not a partition directory."""
@@ -107,11 +109,13 @@ class LogManager:
         return list(self._logs.values())
 
     def run_retention(self, now_ms: int) -> int:
-        """Apply retention to every log and expire idle producers; returns segments deleted."""
+        """Apply retention to every log, expire idle producers and release idle segment indexes;
+        returns segments deleted."""
         deleted = 0
         for plog in self._logs.values():
             deleted += plog.apply_retention(now_ms)
             plog.expire_producers(now_ms)
+            plog.release_idle_indexes(INDEX_IDLE_S)
         return deleted
 
     def flush_due(self, now_ms: int) -> None:

@@ -172,6 +172,13 @@ class PartitionLog:
         if start < self.log_end_offset:
             self.producers.rebuild(self._headers_from(start))
 
+    def release_idle_indexes(self, idle_s: float, now: float | None = None) -> int:
+        """Release the indexes of sealed segments not looked up for `idle_s` seconds; how many."""
+        now = time.monotonic() if now is None else now
+        active = self.active_segment
+        return sum(1 for seg in self.segments if seg is not active and now - seg.last_used > idle_s
+                   and seg.release_indexes())
+
     def _headers_from(self, offset: int) -> Iterator[BatchHeader]:
         """Headers of all batches whose last offset is >= `offset`, in order (no CRC checks)."""
         for seg in self.segments.from_offset(offset):

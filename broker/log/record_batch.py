@@ -127,6 +127,11 @@ class BatchHeader:
         return increment_sequence(self.base_sequence, self.last_offset_delta)
 
 
+def _unpack_header(buf: bytes | bytearray | memoryview, at: int, position: int) -> BatchHeader:
+    """The 13 header fields at `at` of `buf`, for a batch at file/request position `position`."""
+    return BatchHeader(*_HEADER.unpack_from(buf, at), position)  # type: ignore[call-arg]  # 13 fields + position
+
+
 def increment_sequence(sequence: int, increment: int) -> int:
     if sequence > INT32_MAX - increment:
         return increment - (INT32_MAX - sequence) - 1
@@ -138,7 +143,7 @@ def parse_header(buf: bytes | bytearray | memoryview, pos: int = 0) -> BatchHead
     if len(buf) - pos < HEADER_SIZE:
         raise CorruptRecordError(f"record batch header at position {pos} is truncated "
                                  f"({len(buf) - pos} of {HEADER_SIZE} bytes)")
-    return BatchHeader(*_HEADER.unpack_from(buf, pos), pos)
+    return _unpack_header(buf, pos, pos)
 
 
 # A batch's records may expand to this much when decompressed (at least; see `uncompressed_limit`).
@@ -207,7 +212,7 @@ def _check_headers(buf: bytes | bytearray | memoryview, max_batch_bytes: int) ->
         if size > max_batch_bytes:
             raise MessageTooLargeError(
                 f"record batch of {size} bytes exceeds the topic's max.message.bytes of {max_batch_bytes}")
-        header = BatchHeader(*_HEADER.unpack_from(view, pos), pos)
+        header = _unpack_header(view, pos, pos)
         if crc32c.crc32c(view[pos + CRC_START:pos + size]) != header.crc:
             raise CorruptRecordError(f"record batch at position {pos} failed its CRC32C check")
         if header.records_count < 0 or header.last_offset_delta < 0:
@@ -332,7 +337,7 @@ def iter_headers(fd: int, start: int, end: int, window: int = HEADER_WINDOW_BYTE
             buf_start, rel = pos, 0
             if len(buf) < HEADER_SIZE:
                 return
-        h = BatchHeader(*_HEADER.unpack_from(buf, rel), pos)
+        h = _unpack_header(buf, rel, pos)
         if h.batch_length < MIN_BATCH_LENGTH or pos + h.size > end:
             return
         yield h
@@ -375,7 +380,7 @@ def scan_valid_prefix(fd: int, start: int, end: int, *, min_offset: int,
             if buf_len < HEADER_SIZE:
                 reason = "the file is shorter than expected"
                 break
-        h = BatchHeader(*_HEADER.unpack_from(view, rel), pos)
+        h = _unpack_header(view, rel, pos)
         reason = _header_problem(h, end - pos, next_offset)
         if reason is not None:
             break

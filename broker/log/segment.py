@@ -8,13 +8,15 @@ batch by batch, truncate at the first bad one, rebuild indexes); fsync; Kafka-st
 
 Invariants: `size` is the number of bytes of whole, appended batches; nothing past it is ever
 read. One read/write fd stays open per segment (Fetch calls os.sendfile on it). Indexes of sealed
-segments load lazily on first lookup. Never validates CRCs outside recovery, never knows about
-producers, retention or the network.
+segments load lazily on first lookup and are released again (`release_indexes`) when unused for a
+while, as Kafka's LazyIndex: memory follows the segments being read, not all of them. Never
+validates CRCs outside recovery, never knows about producers, retention or the network.
 """
 from __future__ import annotations
 
 import logging
 import os
+import time
 from pathlib import Path
 from typing import Iterator
 
@@ -60,6 +62,7 @@ class LogSegment:
         self.dirty = False                         # appended since the last fsync
         self.deleted = False
         self._loaded = False
+        self.last_used = 0.0                       # monotonic time of the last index lookup
         self._next_offset: int | None = None
         self._max_timestamp = -1
         self._offset_of_max_timestamp = base_offset
@@ -77,6 +80,7 @@ class LogSegment:
 
     def ensure_loaded(self) -> None:
         """Load both indexes (rebuilding them from the log if corrupt); idempotent."""
+        self.last_used = time.monotonic()
         if self._loaded:
             return
         if self.size == 0:                 # a new (or emptied) segment: fresh, empty indexes
@@ -305,6 +309,20 @@ class LogSegment:
             self._seal_time_index()
         self.offset_index.close()
         self.time_index.close()
+
+    def release_indexes(self) -> bool:
+        """Drop a sealed segment's in-memory indexes (they load again on the next lookup).
+
+        Only for segments that are no longer appended to; True if memory was released.
+        """
+        if not self._loaded:
+            return False
+        self.seal()
+        self._last_entry_cache = (self._max_timestamp, self._offset_of_max_timestamp)
+        self.offset_index.clear()
+        self.time_index.clear()
+        self._loaded = False
+        return True
 
     def flush(self) -> None:
         if self.dirty:

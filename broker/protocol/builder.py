@@ -11,7 +11,7 @@ import datetime
 import typing
 import uuid
 from functools import lru_cache
-from typing import Any, Mapping
+from typing import Any, Mapping, cast
 
 from kio.schema.errors import ErrorCode
 
@@ -42,12 +42,12 @@ def _fields(cls: type) -> tuple[_FieldSpec, ...]:
         if tuple_hint is not None:
             is_tuple = True
             arg = typing.get_args(tuple_hint)[0]
-            if dataclasses.is_dataclass(arg):
-                nested = arg
+            if isinstance(arg, type) and dataclasses.is_dataclass(arg):
+                nested = cast(type, arg)
         else:
             for cand in (hint, *typing.get_args(hint)):
                 if isinstance(cand, type) and dataclasses.is_dataclass(cand):
-                    nested = cand
+                    nested = cast(type, cand)
         has_default = f.default is not dataclasses.MISSING or f.default_factory is not dataclasses.MISSING
         optional = type(None) in typing.get_args(hint)
         specs.append(_FieldSpec(f.name, f.metadata.get("kafka_type"), nested, is_tuple, has_default, optional))
@@ -93,7 +93,7 @@ def build(cls: type, data: Mapping[str, Any]) -> Any:
             elif spec.kafka_type == "error_code":
                 kwargs[spec.name] = ErrorCode.none
             else:
-                raise TypeError(f"{cls.__qualname__} v{cls.__version__} needs field {spec.name!r}")
+                raise TypeError(f"{cls.__qualname__} v{getattr(cls, '__version__', '?')} needs field {spec.name!r}")
     return cls(**kwargs)
 
 

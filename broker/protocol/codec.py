@@ -94,7 +94,7 @@ def decode_request(frame: bytes | memoryview, schema: type) -> Request:
             pos += n
             if pos > len(frame):
                 raise MalformedRequestError("client id runs past the end of the request", correlation_id)
-        if schema.__flexible__:
+        if getattr(schema, "__flexible__"):
             pos = skip_tagged_fields(frame, pos)
         if api_key == PRODUCE_KEY:
             body, end = decode_produce(frame, pos, api_version)
@@ -124,7 +124,8 @@ def response_header(api_key: int, correlation_id: int, flexible: bool) -> bytes:
 
 def encode_body(entity: Any) -> bytes:
     buf = io.BytesIO()
-    entity_encoder(type(entity))(buf, entity)
+    schema: Any = type(entity)
+    entity_encoder(schema)(buf, entity)
     return buf.getvalue()
 
 

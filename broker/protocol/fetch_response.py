@@ -24,9 +24,14 @@ _PARTITION_HEAD = struct.Struct(">ihqqq")  # index, error, high watermark, last 
 
 
 class FileRegion(Protocol):
-    fd: int
-    position: int
-    length: int
+    @property
+    def fd(self) -> int: ...
+
+    @property
+    def position(self) -> int: ...
+
+    @property
+    def length(self) -> int: ...
 
 
 Chunk = Union[bytes, FileRegion]

@@ -127,9 +127,9 @@ def _describe(admin: AdminClient, args: argparse.Namespace, _configs: dict[str, 
         md = fetch_metadata(admin, args.bootstrap_server)
         topics = [md.topics[n] for n in sorted(md.topics)
                   if not (args.exclude_internal and n.startswith("__"))]
-    configs = _topic_configs(admin, [t.topic for t in topics], args.all_configs)
+    configs = _topic_configs(admin, [t.topic for t in topics if t.topic is not None], args.all_configs)
     for tm in topics:
-        _print_topic(tm, configs.get(tm.topic))
+        _print_topic(tm, configs.get(tm.topic or ""))
     return 0
 
 

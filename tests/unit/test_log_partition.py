@@ -392,3 +392,21 @@ def test_headers_of_a_segment_file_are_all_batches(tmp_path):
         plog.append(encode_batch([b"x"] * n))
     seg = plog.segments[0]
     assert [h.records_count for h in iter_headers(seg.fd, 0, seg.size)] == [1, 2, 3, 4, 5]
+
+
+def test_idle_sealed_indexes_are_released_and_load_again_on_the_next_lookup(tmp_path):
+    plog = open_log(tmp_path, segment_bytes=300)
+    for i in range(12):
+        plog.append(batch_of_size(100, timestamp=1_000 + i))
+    sealed = [s for s in plog.segments if s is not plog.active_segment]
+    assert len(sealed) >= 3
+    before = [plog.read(o, 10_000).read_bytes() for o in range(12)]
+    assert all(s._loaded for s in sealed)
+    assert plog.release_idle_indexes(idle_s=3600) == 0, "recently used indexes stay"
+    assert plog.release_idle_indexes(idle_s=0) == len(sealed)
+    assert not any(s._loaded or len(s.offset_index) or len(s.time_index) for s in sealed)
+    assert plog.active_segment._loaded, "the active segment keeps its indexes"
+    assert [plog.read(o, 10_000).read_bytes() for o in range(12)] == before
+    assert plog.offset_for_timestamp(1_005) == (5, 1_005)
+    assert sealed[0]._loaded, "the next lookup loaded them again"
+    plog.close()

@@ -1,0 +1,119 @@
+"""What validating every produced record costs: produce throughput with validation on and off.
+
+Issue 15 made the broker check every record of every Produce request as Kafka's LogValidator does
+(in native code, `pylog_native.validate_batches`, decompressing compressed batches). This runs the
+same librdkafka producer against two pylog brokers, alternately, in the same run:
+
+- `on`: the broker as shipped;
+- `off`: the same broker started through `bench/_validation_off.py`, which swaps the record walk
+  out for the header-only checks the broker made before (length, magic, CRC32C, size), i.e. the
+  previous behaviour.
+
+Cases: 100 B and 1 KB records, uncompressed and lz4 (librdkafka: linger.ms 5, batch.size 1 MB,
+acks 1, one pre-built random payload), one partition. Reported: median records/s of `--reps`
+runs per broker and case, the on/off ratio, and the broker's CPU microseconds per record.
+
+Usage:
+  .venv/bin/python bench/produce_validation.py                # 3 reps, 300k x 100 B, 100k x 1 KB
+  .venv/bin/python bench/produce_validation.py --reps 5 --records 500000
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+import _common  # noqa: E402
+
+HERE = Path(__file__).resolve().parent
+
+
+def worker(bootstrap: str, topic: str, count: int, size: int, codec: str) -> dict:
+    from confluent_kafka import Producer
+
+    errors: list[str] = []
+    p = Producer({"bootstrap.servers": bootstrap, "linger.ms": 5, "batch.size": 1024 * 1024, "acks": 1,
+                  "compression.type": codec, "delivery.report.only.error": True,
+                  "on_delivery": lambda err, _m: errors.append(str(err))})
+    p.list_topics(topic, timeout=10)
+    payload = os.urandom(size // 2) * 2       # half random: lz4 has something to do, as with real data
+    started = time.perf_counter()
+    for i in range(count):
+        while True:
+            try:
+                p.produce(topic, payload)
+                break
+            except BufferError:
+                p.poll(0.001)
+        if i % 1000 == 0:
+            p.poll(0)
+    left = p.flush(120)
+    elapsed = time.perf_counter() - started
+    return {"records_per_s": count / elapsed, "errors": len(errors) + left}
+
+
+def measure(bp: _common.BrokerProc, topic: str, count: int, size: int, codec: str) -> dict:
+    spec = json.dumps({"bootstrap": bp.bootstrap, "topic": topic, "count": count, "size": size, "codec": codec})
+    cpu0 = _common.cpu_seconds(bp.proc.pid)
+    out = subprocess.run([sys.executable, __file__, "--worker", spec], capture_output=True, text=True, timeout=600)
+    if out.returncode != 0:
+        raise RuntimeError(out.stderr[-2000:])
+    result = json.loads(out.stdout.strip().splitlines()[-1])
+    result["broker_cpu_us_per_record"] = (_common.cpu_seconds(bp.proc.pid) - cpu0) / count * 1e6
+    if result["errors"]:
+        raise RuntimeError(f"{result['errors']} records failed on {bp.bootstrap}")
+    return result
+
+
+def main() -> int:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0], epilog=__doc__,
+                                 formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--reps", type=int, default=3)
+    ap.add_argument("--records", type=int, default=300_000, help="records per 100 B run (1 KB runs: a third)")
+    ap.add_argument("--worker", default=None, help=argparse.SUPPRESS)
+    args = ap.parse_args()
+    if args.worker:
+        print(json.dumps(worker(**json.loads(args.worker))))
+        return 0
+    work = Path(tempfile.mkdtemp(prefix="pylog-validation-bench-"))
+    brokers = {
+        "on": _common.start_pylog(work / "on"),
+        "off": _common.start_pylog(work / "off", wrapper=[sys.executable, str(HERE / "_validation_off.py")]),
+    }
+    cases = [(100, "none"), (1000, "none"), (100, "lz4"), (1000, "lz4")]
+    results: dict[tuple[int, str, str], list[dict]] = {}
+    try:
+        for rep in range(args.reps):
+            for size, codec in cases:
+                count = args.records if size == 100 else args.records // 3
+                for name in (("on", "off") if rep % 2 == 0 else ("off", "on")):
+                    topic = f"v-{size}-{codec}-{rep}"
+                    _common.create_topic(brokers[name].bootstrap, topic, 1)
+                    r = measure(brokers[name], topic, count, size, codec)
+                    results.setdefault((size, codec, name), []).append(r)
+                    print(f"rep {rep} {size:>5} B {codec:<4} {name:<3} {r['records_per_s']:>10,.0f} rec/s "
+                          f"{r['broker_cpu_us_per_record']:.2f} broker us/rec", flush=True)
+    finally:
+        for bp in brokers.values():
+            bp.stop()
+    print(f"\n{'case':<14}{'on rec/s':>12}{'off rec/s':>12}{'on/off':>8}{'on us/rec':>11}{'off us/rec':>11}")
+    for size, codec in cases:
+        on = results[(size, codec, "on")]
+        off = results[(size, codec, "off")]
+        med = lambda rs, k: statistics.median(r[k] for r in rs)  # noqa: E731
+        print(f"{size:>5} B {codec:<7}{med(on, 'records_per_s'):>12,.0f}{med(off, 'records_per_s'):>12,.0f}"
+              f"{med(on, 'records_per_s') / med(off, 'records_per_s'):>8.2f}"
+              f"{med(on, 'broker_cpu_us_per_record'):>11.2f}{med(off, 'broker_cpu_us_per_record'):>11.2f}")
+    print(f"\nmachine: {os.cpu_count()} cores, load {os.getloadavg()[0]:.2f}; reps {args.reps}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
