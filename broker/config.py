@@ -106,7 +106,7 @@ BROKER_SETTINGS: dict[str, tuple[Any, Callable[[Any], Any], str]] = {
     "log.cleaner.delete.retention.ms": (86400000, _int, "How long tombstones are kept (topic: delete.retention.ms)."),
     "log.cleaner.min.cleanable.ratio": (0.5, float, "Dirty ratio that triggers cleaning (topic: min.cleanable.dirty.ratio)."),
     "log.message.timestamp.type": ("CreateTime", _timestamp_type, "CreateTime or LogAppendTime (topic: message.timestamp.type)."),
-    "compression.type": ("producer", _compression, "Keep the producer's codec (only 'producer' is supported)."),
+    "compression.type": ("producer", _compression, "Codec batches are stored in: producer (as sent), uncompressed, gzip, snappy, lz4 or zstd (recompressed on append)."),
     "min.insync.replicas": (1, _int, "Minimum in-sync replicas for acks=all."),
     "num.recovery.threads.per.data.dir": (1, _int, "Threads used for log recovery at start."),
     "producer.id.expiration.ms": (86400000, _int, "Forget idle producers' sequence state after this."),
@@ -225,10 +225,6 @@ def parse_topic_value(name: str, raw: Any) -> Any:
     minimum = _TOPIC_MINIMUMS.get(name)
     if minimum is not None and value < minimum:
         raise InvalidConfigError(f"Invalid value {raw!r} for configuration {name}: must be at least {minimum}")
-    if name in ("compression.type",) and value != "producer":
-        raise InvalidConfigError(
-            f"Invalid value {raw!r} for configuration {name}: pylog keeps the producer's codec; only 'producer' is supported"
-        )
     return value
 
 

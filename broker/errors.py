@@ -20,6 +20,9 @@ class KafkaError(Exception):
     """An error with a Kafka error code. `str(e)` is the human-readable message sent to clients."""
 
     code: ErrorCode = ErrorCode.unknown_server_error
+    # Found by the record validator (Kafka's LogValidator), whose rejections Kafka answers with the
+    # partition's log start offset; request-level rejections carry -1.
+    from_validator: bool = False
 
     def __init__(self, message: str = "", code: ErrorCode | None = None) -> None:
         super().__init__(message or self.__class__.__name__)
@@ -37,6 +40,8 @@ class InvalidRecordError(KafkaError):
 
 class RecordValidationError(KafkaError):
     """Records rejected one by one (KIP-467): the code of the first, and every (record index, message)."""
+
+    from_validator = True
 
     def __init__(self, code: ErrorCode, record_errors: list[tuple[int, str]], message: str) -> None:
         super().__init__(message, code)

@@ -13,7 +13,29 @@ from typing import Any, Awaitable
 
 from broker.apis.common import error_result, field
 from broker.context import BrokerContext
-from broker.errors import ErrorCode
+from broker.errors import ErrorCode, KafkaError, UnknownTopicOrPartitionError
+
+LEADER_EPOCH = 0     # one broker, leaders never change: every partition's leader epoch is 0
+
+
+class UnknownLeaderEpochError(KafkaError):
+    """The client knows a newer leader epoch than this broker's (Kafka: UNKNOWN_LEADER_EPOCH)."""
+
+    code = ErrorCode.unknown_leader_epoch
+
+
+class FencedLeaderEpochError(KafkaError):
+    """The client's leader epoch is older than this broker's (Kafka: FENCED_LEADER_EPOCH)."""
+
+    code = ErrorCode.fenced_leader_epoch
+
+
+def check_leader_epoch(current_leader_epoch: int) -> None:
+    """KIP-320: a request naming the leader epoch it knows (-1: none) must name the current one."""
+    if current_leader_epoch > LEADER_EPOCH:
+        raise UnknownLeaderEpochError(f"leader epoch {current_leader_epoch} is newer than {LEADER_EPOCH}")
+    if 0 <= current_leader_epoch < LEADER_EPOCH:
+        raise FencedLeaderEpochError(f"leader epoch {current_leader_epoch} is older than {LEADER_EPOCH}")
 from broker.protocol.builder import ms
 from broker.protocol.codec import Request
 from broker.protocol.fetch_response import PartitionData, encode_fetch_response
@@ -24,12 +46,14 @@ def _read_all(ctx: BrokerContext, body: Any, max_bytes: int) -> tuple[list[tuple
     out: list[tuple[str, list[PartitionData]]] = []
     total = 0
     any_error = False
+    read_uncommitted = field(body, "isolation_level", 0) == 0
     for t in body.topics:
         parts = []
         for p in t.partitions:
-            pd = PartitionData(p.partition, ErrorCode.none)
+            pd = PartitionData(p.partition, ErrorCode.none, aborted_transactions_null=read_uncommitted)
             try:
                 plog = ctx.replicas.partition(t.topic, p.partition)
+                check_leader_epoch(field(p, "current_leader_epoch", -1))
                 pd.high_watermark = pd.last_stable_offset = plog.log_end_offset
                 pd.log_start_offset = plog.log_start_offset
                 budget = min(p.partition_max_bytes, max_bytes - total)
@@ -43,8 +67,11 @@ def _read_all(ctx: BrokerContext, body: Any, max_bytes: int) -> tuple[list[tuple
                 else:
                     pd.records = b""
             except Exception as e:  # noqa: BLE001
-                pd.error_code, _ = error_result(e)
-                pd.records = None
+                # as Kafka: an errored partition has no watermarks and an empty (not null) record set; its
+                # aborted transactions are [] when the partition is unknown, else as for any partition
+                unknown = isinstance(e, UnknownTopicOrPartitionError)
+                pd = PartitionData(p.partition, error_result(e)[0], records=b"",
+                                   aborted_transactions_null=read_uncommitted and not unknown)
                 any_error = True
             parts.append(pd)
         out.append((t.topic, parts))

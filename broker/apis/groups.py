@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from broker.apis.common import field
+from broker.apis.common import authorized_operations, field
 from broker.context import CLIENT_HOST, BrokerContext
 from broker.errors import ErrorCode
 from broker.groups.service import GroupService
@@ -106,9 +106,10 @@ def handle_leave_group(ctx: BrokerContext, req: Request) -> Any:
 def handle_describe_groups(ctx: BrokerContext, req: Request) -> Any:
     groups = _groups(ctx)
     described = []
+    operations = authorized_operations("group", field(req.body, "include_authorized_operations", False))
     for group_id in req.body.groups:
         entry = groups.describe_group(group_id)
-        entry["authorized_operations"] = -2147483648
+        entry["authorized_operations"] = operations
         described.append(entry)
     return build(response_schema(15, req.api_version), {"throttle_time": 0, "groups": described})
 

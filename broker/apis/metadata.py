@@ -4,7 +4,7 @@ from __future__ import annotations
 import uuid
 from typing import Any
 
-from broker.apis.common import error_result, field
+from broker.apis.common import authorized_operations, error_result, field
 from broker.cluster.topic_registry import TopicInfo
 from broker.context import BrokerContext
 from broker.errors import ErrorCode, KafkaError
@@ -14,7 +14,7 @@ from broker.protocol.codec import Request, response_schema
 UUID_ZERO = uuid.UUID(int=0)
 
 
-def _topic_entry(ctx: BrokerContext, info: TopicInfo) -> dict[str, Any]:
+def _topic_entry(ctx: BrokerContext, info: TopicInfo, operations: int) -> dict[str, Any]:
     node = ctx.node_id
     return {
         "error_code": ErrorCode.none,
@@ -33,7 +33,7 @@ def _topic_entry(ctx: BrokerContext, info: TopicInfo) -> dict[str, Any]:
             }
             for p in range(info.partitions)
         ],
-        "topic_authorized_operations": -2147483648,
+        "topic_authorized_operations": operations,
     }
 
 
@@ -42,8 +42,9 @@ def handle(ctx: BrokerContext, req: Request) -> Any:
     replicas = ctx.replicas
     topics: list[dict[str, Any]] = []
     requested = body.topics
+    operations = authorized_operations("topic", field(body, "include_topic_authorized_operations", False))
     if requested is None or (req.api_version == 0 and not requested):
-        topics = [_topic_entry(ctx, t) for t in replicas.registry]
+        topics = [_topic_entry(ctx, t, operations) for t in replicas.registry]
     else:
         allow_auto = field(body, "allow_auto_topic_creation", True)
         for t in requested:
@@ -71,7 +72,7 @@ def handle(ctx: BrokerContext, req: Request) -> Any:
             if info is None:
                 topics.append({"error_code": ErrorCode.unknown_topic_or_partition, "name": name, "topic_id": UUID_ZERO, "partitions": []})
             else:
-                topics.append(_topic_entry(ctx, info))
+                topics.append(_topic_entry(ctx, info, operations))
     return build(
         response_schema(3, req.api_version),
         {
@@ -80,6 +81,7 @@ def handle(ctx: BrokerContext, req: Request) -> Any:
             "cluster_id": ctx.cluster_id,
             "controller_id": ctx.node_id,
             "topics": topics,
-            "cluster_authorized_operations": -2147483648,
+            "cluster_authorized_operations": authorized_operations(
+                "cluster", field(body, "include_cluster_authorized_operations", False)),
         },
     )

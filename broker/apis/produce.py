@@ -9,7 +9,8 @@ from __future__ import annotations
 
 from broker.apis.common import error_result
 from broker.context import BrokerContext
-from broker.errors import DuplicateSequenceError, ErrorCode, InvalidRecordError, RecordValidationError
+from broker.errors import DuplicateSequenceError, ErrorCode, InvalidRecordError, KafkaError, RecordValidationError
+from broker.log.record_batch import single_batch
 from broker.protocol.codec import Request
 from broker.protocol.produce_codec import PartitionResult, encode_produce_response
 
@@ -20,15 +21,30 @@ def _append_one(ctx: BrokerContext, topic: str, index: int, records: bytes | mem
     try:
         if not records:
             raise InvalidRecordError("Produce request carries no records")
+        if not single_batch(records):
+            raise InvalidRecordError("Produce requests of version 3 and above must carry exactly one record batch "
+                                     "per partition")
         r = ctx.replicas.append(topic, index, records)
         return PartitionResult(index, ErrorCode.none, r.base_offset, r.log_append_time_ms, r.log_start_offset)
     except DuplicateSequenceError as e:
         return PartitionResult(index, e.code, e.base_offset, e.log_append_time, error_message=str(e))
     except RecordValidationError as e:
-        return PartitionResult(index, e.code, error_message=str(e), record_errors=e.record_errors)
+        return PartitionResult(index, e.code, log_start_offset=_log_start(ctx, topic, index), error_message=str(e),
+                               record_errors=e.record_errors)
+    except KafkaError as e:
+        return PartitionResult(index, e.code, error_message=str(e),
+                               log_start_offset=_log_start(ctx, topic, index) if e.from_validator else -1)
     except Exception as e:  # noqa: BLE001 - every failure becomes this partition's error code
         code, message = error_result(e)
         return PartitionResult(index, code, error_message=message)
+
+
+def _log_start(ctx: BrokerContext, topic: str, index: int) -> int:
+    """The partition's log start offset, which Kafka gives with per-record errors (-1 if no such partition)."""
+    try:
+        return ctx.replicas.partition(topic, index).log_start_offset
+    except Exception:  # noqa: BLE001 - unknown topic or partition
+        return -1
 
 
 def handle(ctx: BrokerContext, req: Request) -> bytes | None:

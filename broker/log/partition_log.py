@@ -37,6 +37,7 @@ from broker.log.fileutil import atomic_write, remove_quietly
 from broker.log.log_segments import LogSegments
 from broker.log.producer_state import ProducerStateManager
 from broker.log.record_batch import BatchHeader, assign_offsets, validate_batches
+from broker.log.recompress import recompress, target_codec
 from broker.log.segment import LogSegment
 from broker.log.fetch_slice import FetchSlice
 
@@ -205,6 +206,12 @@ class PartitionLog:
                 f"{len(records)} bytes of records exceed segment.bytes {cfg.segment_bytes} of {self.name}")
         headers = validate_batches(records, cfg.max_message_bytes, compacted="compact" in cfg.cleanup_policy,
                                    create_time=cfg.message_timestamp_type == "CreateTime")
+        codec = target_codec(cfg.compression_type)
+        if codec is not None:
+            rewritten = recompress(records, headers, codec)
+            if rewritten is not None:     # the topic stores another codec than the producer sent (Kafka's rule)
+                records = rewritten
+                headers = validate_batches(rewritten, cfg.max_message_bytes, create_time=False)
         self.producers.check_batches(headers)
         buf = bytearray(records)
         log_append_time = now_ms if cfg.message_timestamp_type == "LogAppendTime" else None

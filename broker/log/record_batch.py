@@ -169,9 +169,9 @@ def validate_batches(buf: bytes | bytearray | memoryview, max_batch_bytes: int, 
         max_timestamps, record_errors = pylog_native.validate_batches(
             buf, compacted, create_time, uncompressed_limit(max_batch_bytes))
     except pylog_native.ValidationError as e:
-        if e.code == ErrorCode.corrupt_message:
-            raise CorruptRecordError(str(e)) from None
-        raise InvalidRecordError(str(e)) from None
+        err = CorruptRecordError(str(e)) if e.code == ErrorCode.corrupt_message else InvalidRecordError(str(e))
+        err.from_validator = True
+        raise err from None
     if record_errors:
         first = ErrorCode(record_errors[0][1])
         raise RecordValidationError(first, [(i, m) for i, _, m in record_errors],
@@ -181,6 +181,16 @@ def validate_batches(buf: bytes | bytearray | memoryview, max_batch_bytes: int, 
             h.max_timestamp = ts
             h.max_timestamp_wrong = True
     return headers
+
+
+def single_batch(buf: bytes | bytearray | memoryview) -> bool:
+    """Whether `buf` holds at most one batch by its first length (Produce v3+ allows exactly one).
+
+    A first length too short for a header says nothing about the count: the header checks report it."""
+    if len(buf) < LOG_OVERHEAD:
+        return True
+    _, length = _OFFSET_AND_LENGTH.unpack_from(buf, 0)
+    return length < MIN_BATCH_LENGTH or length + LOG_OVERHEAD >= len(buf)
 
 
 def _check_headers(buf: bytes | bytearray | memoryview, max_batch_bytes: int) -> list[BatchHeader]:
@@ -193,8 +203,8 @@ def _check_headers(buf: bytes | bytearray | memoryview, max_batch_bytes: int) ->
     pos = 0
     while pos < total:
         remaining = total - pos
-        if remaining < LOG_OVERHEAD:
-            raise CorruptRecordError(f"record batch at position {pos} is truncated ({remaining} bytes)")
+        if remaining < LOG_OVERHEAD:   # Kafka: InvalidRecordException for a batch cut short
+            raise InvalidRecordError(f"record batch at position {pos} is truncated ({remaining} bytes)")
         _, length = _OFFSET_AND_LENGTH.unpack_from(view, pos)
         if remaining > _MAGIC_POS:
             magic = view[pos + _MAGIC_POS]
@@ -207,7 +217,7 @@ def _check_headers(buf: bytes | bytearray | memoryview, max_batch_bytes: int) ->
             raise CorruptRecordError(f"record batch at position {pos} has invalid length {length}")
         size = length + LOG_OVERHEAD
         if size > remaining:
-            raise CorruptRecordError(
+            raise InvalidRecordError(
                 f"record batch at position {pos} is truncated: {size} bytes declared, {remaining} present")
         if size > max_batch_bytes:
             raise MessageTooLargeError(
@@ -215,13 +225,7 @@ def _check_headers(buf: bytes | bytearray | memoryview, max_batch_bytes: int) ->
         header = _unpack_header(view, pos, pos)
         if crc32c.crc32c(view[pos + CRC_START:pos + size]) != header.crc:
             raise CorruptRecordError(f"record batch at position {pos} failed its CRC32C check")
-        if header.records_count < 0 or header.last_offset_delta < 0:
-            raise InvalidRecordError(
-                f"record batch at position {pos} has records count {header.records_count} "
-                f"and last offset delta {header.last_offset_delta}")
-        if header.is_control:
-            raise InvalidRecordError("clients may not write control batches")
-        headers.append(header)
+        headers.append(header)      # counts, offset deltas and control batches: the record walk's checks
         pos += size
     return headers
 

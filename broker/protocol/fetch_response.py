@@ -45,6 +45,7 @@ class PartitionData:
     last_stable_offset: int = -1
     log_start_offset: int = -1
     records: FileRegion | bytes | None = None
+    aborted_transactions_null: bool = True    # read_uncommitted: Kafka sends null, read_committed: []
 
 
 def _string(s: str, flexible: bool) -> bytes:
@@ -86,7 +87,8 @@ def encode_fetch_response(
             head += _PARTITION_HEAD.pack(p.index, p.error_code, p.high_watermark, p.last_stable_offset, p.log_start_offset)
             if version < 5:
                 del head[-8:]  # log start offset: v5+
-            head += _array_len(0, flexible)  # aborted transactions: none (no transactions)
+            # aborted transactions: none (no transactions); null for read_uncommitted, as Kafka
+            head += _array_len(-1 if p.aborted_transactions_null else 0, flexible)
             if version >= 11:
                 head += _I32.pack(-1)  # preferred read replica
             n = _records_len(p.records)

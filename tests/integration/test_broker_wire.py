@@ -51,9 +51,9 @@ def test_a_batch_over_message_max_bytes_is_message_too_large(wire):
     assert "10000" in (r.error_message or "")
 
 
-def test_truncated_records_are_corrupt(wire):
+def test_truncated_records_are_invalid_record_as_in_kafka(wire):
     r = _produce(wire, "w", encode_batch([b"abc"])[:-5])
-    assert r.error_code == ErrorCode.corrupt_message
+    assert r.error_code == ErrorCode.invalid_record
 
 
 def test_unknown_topic_is_unknown_topic_or_partition(wire):

@@ -65,3 +65,39 @@ def test_kafka_python_producer_and_group_consumer(pylog_broker):
     c.close()
     assert got == sorted(f"x{i}".encode() for i in range(50))
     assert _committed(pylog_broker.bootstrap, "kp-g", "kp", 2) == {0: 25, 1: 25}
+
+
+def test_kafka_python_admin_topics_configs_and_groups(pylog_broker):
+    """kafka-python's KafkaAdminClient end to end (its CreateTopics answer once broke the broker's encoder)."""
+    from kafka import KafkaConsumer, KafkaProducer
+    from kafka.admin import ConfigResource, ConfigResourceType, KafkaAdminClient, NewPartitions, NewTopic
+
+    admin = KafkaAdminClient(bootstrap_servers=pylog_broker.bootstrap, request_timeout_ms=15000)
+    try:
+        created = admin.create_topics([NewTopic("kp-admin", 2, 1, topic_configs={"cleanup.policy": "compact",
+                                                                                    "compression.type": "gzip"})])
+        assert [t["error_code"] for t in created["topics"]] == [0] if isinstance(created, dict) else created
+        assert "kp-admin" in admin.list_topics()
+        admin.create_partitions({"kp-admin": NewPartitions(total_count=3)})
+        configs = admin.describe_configs([ConfigResource(ConfigResourceType.TOPIC, "kp-admin")])
+        text = repr(configs)
+        assert "compact" in text and "gzip" in text   # batches are stored (and read back) gzipped
+        producer = KafkaProducer(bootstrap_servers=pylog_broker.bootstrap)
+        for i in range(6):
+            producer.send("kp-admin", key=b"k%d" % i, value=b"v%d" % i, partition=i % 3)
+        producer.flush()
+        producer.close()
+        consumer = KafkaConsumer("kp-admin", bootstrap_servers=pylog_broker.bootstrap, group_id="kp-admin-group",
+                                 auto_offset_reset="earliest", consumer_timeout_ms=10000)
+        got = sorted(m.value for m in consumer)
+        consumer.commit()
+        consumer.close()
+        assert got == [b"v%d" % i for i in range(6)]
+        assert "kp-admin-group" in repr(admin.list_groups())
+        offsets = admin.list_group_offsets("kp-admin-group")["kp-admin-group"]
+        assert {tp.partition: o.offset for tp, o in offsets.items()} == {0: 2, 1: 2, 2: 2}
+        assert "kp-admin-group" in repr(admin.describe_groups(["kp-admin-group"]))
+        admin.delete_topics(["kp-admin"])
+        assert "kp-admin" not in admin.list_topics()
+    finally:
+        admin.close()

@@ -54,12 +54,12 @@ CORRUPT: dict[str, Callable[[], bytes]] = {
     "codec 6": lambda: raw_batch(TWO, 2, attributes=6),
     "codec 7": lambda: raw_batch(TWO, 2, attributes=7),
     "CRC mismatch": lambda: _flip_last_byte(encode_batch([b"a", b"b"])),
-    "batch length past the data": lambda: encode_batch([b"a"])[:-3],
     "batch length below a header": lambda: struct.pack(">qiib", 0, 20, -1, 2) + b"\x00" * 60,
     "magic 3": lambda: raw_batch(TWO, 2, magic=3),
 }
 
 INVALID: dict[str, Callable[[], bytes]] = {
+    "batch length past the data": lambda: encode_batch([b"a"])[:-3],
     "records count 0": lambda: raw_batch(b"", 0, 0),
     "records count above the records present": lambda: raw_batch(TWO, 3),
     "records count below the records present": lambda: raw_batch(TWO, 1),

@@ -84,3 +84,20 @@ def test_nothing_of_a_rejected_request_is_written(tmp_path, name: str) -> None:
     plog.append(encode_batch([b"after"]))
     assert plog.log_end_offset == 2
     plog.close()
+
+
+@pytest.mark.parametrize("target", ["uncompressed", "gzip", "snappy", "lz4", "zstd"])
+@pytest.mark.parametrize("sent", sorted(CODECS))
+def test_a_topic_codec_other_than_producer_recompresses_on_append(tmp_path, sent: str, target: str) -> None:
+    from broker.log.record_builder import decode_records
+    plog = PartitionLog(tmp_path / "t-0", "t", 0, TopicConfig.default(compression_type=target), recover=False)
+    values = [b"value-%d" % i * 20 for i in range(30)]
+    plog.append(encode_batch(values, keys=[b"k%d" % i for i in range(30)], codec=sent,
+                             producer_id=3, producer_epoch=0, base_sequence=0, record_headers=[(b"h", b"v")]))
+    stored = plog.read(0, 1 << 20).read_bytes()
+    h = parse_header(stored)
+    assert h.compression == {"uncompressed": 0, "gzip": 1, "snappy": 2, "lz4": 3, "zstd": 4}[target]
+    assert (h.producer_id, h.base_sequence, h.records_count) == (3, 0, 30)
+    assert [r.value for r in decode_records(stored)] == values
+    assert validate_batches(stored, MAX)   # CRC, counts and records all hold
+    plog.close()

@@ -10,6 +10,7 @@ from tests.support.batches import CODECS, batch_of_size, encode_batch
 from broker.config import TopicConfig
 from broker.errors import (
     CorruptRecordError,
+    InvalidRecordError,
     MessageTooLargeError,
     OffsetOutOfRangeError,
     RecordListTooLargeError,
@@ -75,7 +76,7 @@ def test_log_append_time_is_written_with_a_valid_crc(tmp_path):
 
 
 @pytest.mark.parametrize("bad, error", [
-    (lambda b: b[:-1], CorruptRecordError),
+    (lambda b: b[:-1], InvalidRecordError),
     (lambda b: b[:16] + b"\x01" + b[17:], UnsupportedMessageFormatError),
     (lambda b: b[:-1] + bytes([b[-1] ^ 1]), CorruptRecordError),
 ])

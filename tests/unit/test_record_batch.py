@@ -89,7 +89,7 @@ def test_validate_rejects_unknown_magic_as_corrupt():
 @pytest.mark.parametrize("cut", [1, 11, 12, 40, 60])
 def test_validate_rejects_truncated_batches(cut):
     good = encode_batch([b"x" * 20])
-    with pytest.raises(CorruptRecordError):
+    with pytest.raises(InvalidRecordError):     # Kafka: InvalidRecordException for a batch cut short
         validate_batches(good + good[:cut], MAX)
 
 

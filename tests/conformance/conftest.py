@@ -1,0 +1,52 @@
+"""Conformance fixtures: one pylog broker and one Apache Kafka 3.9 broker for the whole directory.
+
+Both start once (Kafka takes a few seconds), with the settings that make their answers comparable:
+no automatic topic creation (Kafka's test peer has it off), and four __consumer_offsets partitions
+on Kafka (only the coordinator's node id differs, which the comparison ignores).
+"""
+from __future__ import annotations
+
+from typing import Iterator
+
+import pytest
+from kio.schema.errors import ErrorCode
+from kio.schema.find_coordinator.v4.request import FindCoordinatorRequest
+
+from broker.process import BrokerProcess
+from tests.support.differential import Pair
+from tests.support.kafka_broker import KafkaBroker
+
+
+@pytest.fixture(scope="session")
+def brokers(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[BrokerProcess, KafkaBroker]]:
+    pylog = BrokerProcess(tmp_path_factory.mktemp("conformance") / "pylog",
+                          settings={"auto.create.topics.enable": False, "group.initial.rebalance.delay.ms": 0})
+    kafka = KafkaBroker(tmp_path_factory.mktemp("conformance") / "kafka")
+    pylog.start()
+    try:
+        kafka.start()
+    except BaseException:
+        pylog.close()
+        raise
+    yield pylog, kafka
+    pylog.close()
+    kafka.close()
+
+
+@pytest.fixture(scope="session")
+def coordinators_ready(brokers: tuple[BrokerProcess, KafkaBroker]) -> None:
+    """Kafka creates __consumer_offsets on the first FindCoordinator and answers NOT_COORDINATOR (or
+    COORDINATOR_NOT_AVAILABLE) until it is loaded; wait for that once, on both."""
+    p = Pair(brokers[0].port, brokers[1].port)
+    try:
+        p.wait_until(FindCoordinatorRequest(key_type=0, coordinator_keys=("warm-up",)),
+                     lambda r: r is not None and r.coordinators[0].error_code == ErrorCode.none, timeout=60)
+    finally:
+        p.close()
+
+
+@pytest.fixture
+def pair(brokers: tuple[BrokerProcess, KafkaBroker], coordinators_ready: None) -> Iterator[Pair]:
+    p = Pair(brokers[0].port, brokers[1].port)
+    yield p
+    p.close()
