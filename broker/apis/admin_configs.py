@@ -1,4 +1,8 @@
-"""DescribeConfigs and IncrementalAlterConfigs for topics (and read-only broker configs)."""
+"""DescribeConfigs, AlterConfigs and IncrementalAlterConfigs for topics (and read-only broker configs).
+
+AlterConfigs (the older API) replaces a topic's whole set of overrides with the given one, as Kafka
+does; IncrementalAlterConfigs applies SET/DELETE/APPEND/SUBTRACT to them.
+"""
 from __future__ import annotations
 
 from typing import Any
@@ -119,6 +123,30 @@ def apply_operations(current: dict[str, str], defaults: TopicConfig, ops: Any) -
         else:
             raise InvalidRequestError(f"Unknown config operation {kind} for '{name}'")
     return new
+
+
+def handle_alter_configs(ctx: BrokerContext, req: Request) -> Any:
+    body = req.body
+    results = []
+    for r in body.resources:
+        entry: dict[str, Any] = {"resource_type": r.resource_type, "resource_name": r.resource_name,
+                                 "error_code": ErrorCode.none}
+        try:
+            if r.resource_type != TOPIC:
+                raise InvalidRequestError("pylog alters topic configs only; broker settings are static (conf/broker.properties)")
+            ctx.replicas.registry.require(r.resource_name)
+            overrides = {}
+            for c in r.configs:
+                if c.name not in TOPIC_TO_BROKER_KEY:
+                    raise InvalidConfigError(f"Unknown topic config '{c.name}'")
+                if c.value is None:    # Kafka: INVALID_REQUEST, "Null value not supported for"
+                    raise InvalidRequestError(f"Null value not supported for topic config '{c.name}'")
+                overrides[c.name] = c.value
+            ctx.replicas.set_topic_overrides(r.resource_name, overrides, body.validate_only)
+        except Exception as e:  # noqa: BLE001
+            entry["error_code"], entry["error_message"] = error_result(e)
+        results.append(entry)
+    return build(response_schema(33, req.api_version), {"throttle_time": 0, "responses": results})
 
 
 def handle_incremental_alter_configs(ctx: BrokerContext, req: Request) -> Any:

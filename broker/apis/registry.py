@@ -43,6 +43,7 @@ API_TABLE: dict[int, Api] = {
         Api(21, "DeleteRecords", 0, 2, admin_topics.handle_delete_records),
         Api(22, "InitProducerId", 0, 4, producer_id.handle),
         Api(32, "DescribeConfigs", 1, 4, admin_configs.handle_describe_configs),
+        Api(33, "AlterConfigs", 0, 2, admin_configs.handle_alter_configs),
         Api(35, "DescribeLogDirs", 1, 4, log_dirs.handle),
         Api(37, "CreatePartitions", 0, 3, admin_topics.handle_create_partitions),
         Api(42, "DeleteGroups", 0, 2, groups.handle_delete_groups),

@@ -319,3 +319,41 @@ def test_join_with_too_small_a_session_timeout(pair):
                                rebalance_timeout=datetime.timedelta(seconds=10), member_id="", group_instance_id=None,
                                protocol_type="consumer",
                                protocols=(JoinGroupRequestProtocol(name="range", metadata=b"\x00\x01"),), reason=None))
+
+
+# --- AlterConfigs (the older, replace-all API) ------------------------------------------------
+
+def _alter(topic: str, configs: dict[str, str | None], validate_only: bool = False):
+    from kio.schema.alter_configs.v2.request import AlterableConfig as Cfg
+    from kio.schema.alter_configs.v2.request import AlterConfigsRequest, AlterConfigsResource as Res
+    return AlterConfigsRequest(resources=(Res(resource_type=TOPIC, resource_name=topic, configs=tuple(
+        Cfg(name=k, value=v) for k, v in configs.items())),), validate_only=validate_only)
+
+
+def test_alter_configs_replaces_every_override(pair, topic):
+    describe = DescribeConfigsRequest(resources=(DescribeConfigsResource(
+        resource_type=TOPIC, resource_name=topic, configuration_keys=("cleanup.policy", "retention.ms",
+                                                                      "segment.bytes")),),
+        include_synonyms=False, include_documentation=False)
+    pair.same(_alter(topic, {"retention.ms": "1000", "segment.bytes": "2000000"}))
+    pair.same(describe, ignore={"config_type"})
+    pair.same(_alter(topic, {"cleanup.policy": "compact"}))      # retention.ms and segment.bytes go back
+    p, _ = pair.same(describe, ignore={"config_type"})
+    values = {c.name: (c.value, c.config_source) for c in p.results[0].configs}
+    assert values["cleanup.policy"][0] == "compact" and values["retention.ms"][0] == "604800000"
+
+
+@pytest.mark.parametrize("configs", [{"no.such.config": "1"}, {"retention.ms": "soon"}, {"retention.ms": None}])
+def test_alter_configs_with_a_bad_entry(pair, topic, configs):
+    pair.same(_alter(topic, configs))
+
+
+def test_alter_configs_of_an_unknown_topic(pair):
+    pair.same(_alter(_name(), {"retention.ms": "1000"}))
+
+
+def test_alter_configs_validate_only_changes_nothing(pair, topic):
+    pair.same(_alter(topic, {"retention.ms": "1000"}, validate_only=True))
+    pair.same(DescribeConfigsRequest(resources=(DescribeConfigsResource(
+        resource_type=TOPIC, resource_name=topic, configuration_keys=("retention.ms",)),),
+        include_synonyms=False, include_documentation=False), ignore={"config_type"})

@@ -177,3 +177,30 @@ def test_log_append_time_topic_stamps_broker_time(pylog_broker):
     ts_type, ts = m.timestamp()
     assert ts_type == 2  # TIMESTAMP_LOG_APPEND_TIME
     assert before - 1000 <= ts <= int(time.time() * 1000) + 1000
+
+
+@pytest.mark.parametrize("reset, expected", [("earliest", [b"r0", b"r1", b"r2"]), ("latest", [b"r3"])])
+def test_an_out_of_range_position_makes_librdkafka_apply_auto_offset_reset(pylog_broker, reset, expected):
+    """Issue 12: the broker once answered OFFSET_OUT_OF_RANGE with a null record set, which librdkafka
+    cannot parse, so it retried forever and auto.offset.reset never fired. Kafka sends empty records."""
+    topic = f"reset-{reset}"
+    create_topic(pylog_broker.bootstrap, topic)
+    produce(pylog_broker.bootstrap, topic, [b"r0", b"r1", b"r2"])
+    c = Consumer({"bootstrap.servers": pylog_broker.bootstrap, "group.id": f"g-{reset}", "enable.auto.commit": False,
+                  "auto.offset.reset": reset})
+    try:
+        c.assign([TopicPartition(topic, 0, 1000)])     # far past the end
+        got: list[bytes] = []
+        started = time.monotonic()
+        sent_after = False
+        while len(got) < len(expected) and time.monotonic() < started + 20:
+            if reset == "latest" and not sent_after and time.monotonic() > started + 3:
+                produce(pylog_broker.bootstrap, topic, [b"r3"])   # reset to the end: only what comes next
+                sent_after = True
+            m = c.poll(0.5)
+            if m is not None:
+                assert m.error() is None, m.error()
+                got.append(m.value())
+        assert got == expected
+    finally:
+        c.close()

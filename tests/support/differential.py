@@ -38,6 +38,8 @@ def shape(value: Any, ignore: frozenset[str] = IGNORED) -> Any:
         items = [shape(v, ignore) for v in value]
         if items and all(isinstance(v, dict) and "partition_index" in v for v in items):
             items.sort(key=lambda v: v["partition_index"])   # partition order carries no meaning
+        elif items and all(isinstance(v, dict) and "name" in v and "value" in v for v in items):
+            items.sort(key=lambda v: v["name"])              # nor does the order of config entries
         return items
     if isinstance(value, enum.Enum):
         return value.name
