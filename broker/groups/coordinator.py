@@ -121,11 +121,17 @@ class GroupCoordinator:
         current.client_id, current.client_host = member.client_id, member.client_host
         current.session_timeout_ms, current.rebalance_timeout_ms = member.session_timeout_ms, member.rebalance_timeout_ms
         log.info("group %s: static member %s rejoined as %s", group.group_id, member.group_instance_id, member.member_id)
-        if group.is_(S.STABLE) and unchanged and (not group.is_leader(member.member_id) or version >= 9):
+        if group.is_(S.STABLE) and unchanged:
+            # KIP-345: a static member back within its session keeps its place; no one rebalances
             self._schedule_session(group, current)
             self._persist(group)
             result = self._current_join_result(group, current)
-            result.skip_assignment = group.is_leader(member.member_id)
+            if group.is_leader(member.member_id):
+                if version >= 9:
+                    result.skip_assignment = True    # KIP-814: the leader sees the members, assigns nothing
+                else:
+                    result.members = []              # as Kafka before KIP-814: nothing to assign; its
+                                                     # SyncGroup returns the assignment it had
             return result
         fut = self._update_member(current, member)
         if group.is_(S.PREPARING_REBALANCE):

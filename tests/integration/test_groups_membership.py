@@ -149,3 +149,33 @@ def test_kcat_group_consumer_reads_and_commits(broker: BrokerProcess) -> None:
         probe.close()
     counts = {p: sum(1 for q, _ in seen if q == p) for p in (0, 1)}
     assert {tp.partition: tp.offset for tp in committed} == counts
+
+
+def test_a_static_leader_that_restarts_within_its_session_keeps_its_partitions_and_no_one_rebalances(
+        broker: BrokerProcess) -> None:
+    """KIP-345 (issue 12): librdkafka rejoins with JoinGroup below v9; Kafka hands the static leader its
+    old assignment and keeps it leader, without a rebalance for the others."""
+    create_topic(broker.bootstrap, "static", 4)
+    assigned_b = [0]
+    conf = {"session.timeout.ms": 10_000}
+    a = consumer(broker.bootstrap, "g-static", **conf, **{"group.instance.id": "a"})
+    a.subscribe(["static"])
+    poll_until([a], lambda: len(a.assignment()) == 4)          # a joins first: a leads
+    b = consumer(broker.bootstrap, "g-static", **conf, **{"group.instance.id": "b"})
+    b.subscribe(["static"], on_assign=lambda _c, _p: assigned_b.__setitem__(0, assigned_b[0] + 1))
+    poll_until([a, b], lambda: disjoint_and_covering(assignments([a, b]), 4))
+    before = assignments([a, b])
+    calls = assigned_b[0]
+    a.close()                                 # a static member's close sends no LeaveGroup
+    again = consumer(broker.bootstrap, "g-static", **conf, **{"group.instance.id": "a"})
+    try:
+        again.subscribe(["static"])
+        poll_until([again, b], lambda: bool(again.assignment()), timeout=8)
+        time.sleep(1.0)
+        for c in (again, b):
+            c.poll(0.2)
+        assert assignments([again, b]) == before, "each static member keeps its partitions"
+        assert assigned_b[0] == calls, "the other member saw no rebalance"
+    finally:
+        again.close()
+        b.close()
