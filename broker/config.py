@@ -85,6 +85,8 @@ BROKER_SETTINGS: dict[str, tuple[Any, Callable[[Any], Any], str]] = {
     "max.broker.partitions": (None, _int, "Partitions this broker may hold (KIP-578's name); default: a quarter "
                               "of the open-file limit, so the broker can always reopen its logs."),
     "fetch.max.bytes": (57671680, _int, "Upper bound on bytes returned by one Fetch."),
+    "max.incremental.fetch.session.cache.slots": (1000, _int, "Incremental fetch sessions (KIP-227) kept at once."),
+    "min.incremental.fetch.session.eviction.ms": (120000, _int, "A full session cache evicts only sessions idle this long."),
     "log.segment.bytes": (1073741824, _int, "Roll a segment at this size (topic: segment.bytes)."),
     "log.roll.ms": (None, _int, "Roll a segment this old (topic: segment.ms)."),
     "log.roll.hours": (168, _int, "Roll a segment this old, if log.roll.ms is unset."),

@@ -11,6 +11,7 @@ from typing import TYPE_CHECKING, Callable
 
 from broker.cluster.producer_ids import ProducerIdManager
 from broker.config import BrokerConfig
+from broker.fetch_sessions import FetchSessionCache
 from broker.replica_manager import ReplicaManager
 
 if TYPE_CHECKING:
@@ -31,6 +32,7 @@ class BrokerContext:
     port: int
     clock: Callable[[], float] = field(default=time.time)
     groups: "GroupService | None" = None
+    fetch_sessions: FetchSessionCache = field(default_factory=FetchSessionCache)
 
     def now_ms(self) -> int:
         return int(self.clock() * 1000)

@@ -26,6 +26,7 @@ from broker.cluster.topic_registry import TopicRegistry
 from broker.config import BrokerConfig
 from broker.connection import Connection
 from broker.context import BrokerContext
+from broker.fetch_sessions import FetchSessionCache
 from broker.groups.service import GroupService
 from broker.log.cleaner import LogCleaner
 from broker.log.log_manager import LogManager
@@ -118,6 +119,8 @@ class BrokerServer:
             host=cfg.advertised_host,
             port=cfg["advertised.port"] or self.port,
             groups=groups,
+            fetch_sessions=FetchSessionCache(cfg["max.incremental.fetch.session.cache.slots"],
+                                             cfg["min.incremental.fetch.session.eviction.ms"]),
         )
         self._housekeeping = asyncio.create_task(self._housekeeping_loop())
         log.info(

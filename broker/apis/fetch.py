@@ -2,8 +2,9 @@
 
 Record data is never copied into Python here: each partition's data is a file region that the
 connection sends with sendfile (or reads, when small). A fetch that can be answered at once is
-answered synchronously; only a long poll becomes a coroutine. No fetch sessions: every response
-has session id 0, so clients send full fetches, which Kafka permits.
+answered synchronously; only a long poll becomes a coroutine. Fetch sessions (KIP-227, v7+) are
+resolved first (broker/fetch_sessions.py): an incremental request reads every partition of its
+session and answers only those with something new.
 """
 from __future__ import annotations
 
@@ -14,8 +15,8 @@ from typing import Any, Awaitable
 from broker.apis.common import error_result, field
 from broker.context import BrokerContext
 from broker.errors import ErrorCode, KafkaError, UnknownTopicOrPartitionError
-
-LEADER_EPOCH = 0     # one broker, leaders never change: every partition's leader epoch is 0
+from broker.fetch_sessions import FINAL_EPOCH, FetchContext, Wanted
+from broker.log.constants import LEADER_EPOCH
 
 
 class UnknownLeaderEpochError(KafkaError):
@@ -41,41 +42,64 @@ from broker.protocol.codec import Request
 from broker.protocol.fetch_response import PartitionData, encode_fetch_response
 
 
-def _read_all(ctx: BrokerContext, body: Any, max_bytes: int) -> tuple[list[tuple[str, list[PartitionData]]], int, bool]:
-    """One pass over the requested partitions: (topics, total bytes, any error)."""
+def _context(ctx: BrokerContext, body: Any) -> FetchContext:
+    """The request's partitions, resolved against its fetch session (KIP-227; v7+)."""
+    requested = [((t.topic, p.partition), Wanted(p.fetch_offset, p.partition_max_bytes,
+                                                 field(p, "current_leader_epoch", -1)))
+                 for t in body.topics for p in t.partitions]
+    epoch = field(body, "session_epoch", FINAL_EPOCH)
+    forgotten = [(t.topic, p) for t in field(body, "forgotten_topics_data", ()) or () for p in t.partitions]
+    return ctx.fetch_sessions.resolve(field(body, "session_id", 0), epoch, requested, forgotten, ctx.now_ms())
+
+
+def _read_all(ctx: BrokerContext, fc: FetchContext, max_bytes: int, read_uncommitted: bool,
+              ) -> tuple[list[tuple[str, list[PartitionData]]], int, bool]:
+    """One pass over the wanted partitions: (topics, total bytes, any error)."""
     out: list[tuple[str, list[PartitionData]]] = []
     total = 0
     any_error = False
-    read_uncommitted = field(body, "isolation_level", 0) == 0
-    for t in body.topics:
-        parts = []
-        for p in t.partitions:
-            pd = PartitionData(p.partition, ErrorCode.none, aborted_transactions_null=read_uncommitted)
-            try:
-                plog = ctx.replicas.partition(t.topic, p.partition)
-                check_leader_epoch(field(p, "current_leader_epoch", -1))
-                pd.high_watermark = pd.last_stable_offset = plog.log_end_offset
-                pd.log_start_offset = plog.log_start_offset
-                budget = min(p.partition_max_bytes, max_bytes - total)
-                if budget > 0 or total == 0:
-                    region = plog.read(p.fetch_offset, max(budget, 0), min_one_batch=(total == 0))
-                    if region.length:
-                        pd.records = region
-                        total += region.length
-                    else:
-                        pd.records = b""
-                else:
-                    pd.records = b""
-            except Exception as e:  # noqa: BLE001
-                # as Kafka: an errored partition has no watermarks and an empty (not null) record set; its
-                # aborted transactions are [] when the partition is unknown, else as for any partition
-                unknown = isinstance(e, UnknownTopicOrPartitionError)
-                pd = PartitionData(p.partition, error_result(e)[0], records=b"",
-                                   aborted_transactions_null=read_uncommitted and not unknown)
-                any_error = True
-            parts.append(pd)
-        out.append((t.topic, parts))
+    for (topic, partition), w in fc.wanted.items():
+        pd = PartitionData(partition, ErrorCode.none, aborted_transactions_null=read_uncommitted)
+        try:
+            plog = ctx.replicas.partition(topic, partition)
+            check_leader_epoch(w.leader_epoch)
+            pd.high_watermark = pd.last_stable_offset = plog.log_end_offset
+            pd.log_start_offset = plog.log_start_offset
+            budget = min(w.max_bytes, max_bytes - total)
+            pd.records = b""
+            if budget > 0 or total == 0:
+                region = plog.read(w.fetch_offset, max(budget, 0), min_one_batch=(total == 0))
+                if region.length:
+                    pd.records = region
+                    total += region.length
+        except Exception as e:  # noqa: BLE001
+            # as Kafka: an errored partition has no watermarks and an empty (not null) record set; its
+            # aborted transactions are [] when the partition is unknown, else as for any partition
+            unknown = isinstance(e, UnknownTopicOrPartitionError)
+            pd = PartitionData(partition, error_result(e)[0], records=b"",
+                               aborted_transactions_null=read_uncommitted and not unknown)
+            any_error = True
+        if out and out[-1][0] == topic:
+            out[-1][1].append(pd)
+        else:
+            out.append((topic, [pd]))
     return out, total, any_error
+
+
+def _respond(req: Request, fc: FetchContext, topics: list[tuple[str, list[PartitionData]]]) -> list:
+    """The response: in an incremental session only the partitions with something new."""
+    kept = []
+    for topic, parts in topics:
+        sent = [pd for pd in parts if fc.include((topic, pd.index), pd.error_code, pd.high_watermark,
+                                                 pd.last_stable_offset, pd.log_start_offset,
+                                                 bool(pd.records) and _length(pd.records) > 0)]
+        if sent:
+            kept.append((topic, sent))
+    return encode_fetch_response(req.api_version, req.correlation_id, kept, session_id=fc.session_id)
+
+
+def _length(records: Any) -> int:
+    return len(records) if isinstance(records, (bytes, bytearray, memoryview)) else int(records.length)
 
 
 def handle(ctx: BrokerContext, req: Request) -> list | Awaitable[list]:
@@ -86,17 +110,21 @@ def handle(ctx: BrokerContext, req: Request) -> list | Awaitable[list]:
     max_bytes = field(body, "max_bytes", 0x7FFFFFFF)
     max_bytes = min(max_bytes, ctx.config["fetch.max.bytes"])
     deadline = time.monotonic() + max_wait_s
-    keys = [(t.topic, p.partition) for t in body.topics for p in t.partitions]
-    topics, total, any_error = _read_all(ctx, body, max_bytes)
+    fc = _context(ctx, body)
+    if fc.error != ErrorCode.none:
+        return encode_fetch_response(req.api_version, req.correlation_id, [], error_code=fc.error)
+    read_uncommitted = field(body, "isolation_level", 0) == 0
+    keys = list(fc.wanted)
+    topics, total, any_error = _read_all(ctx, fc, max_bytes, read_uncommitted)
     if total >= min_bytes or any_error or max_wait_s <= 0 or not keys:
-        return encode_fetch_response(req.api_version, req.correlation_id, topics)
-    return _long_poll(ctx, req, max_bytes, min_bytes, deadline, keys)
+        return _respond(req, fc, topics)
+    return _long_poll(ctx, req, fc, max_bytes, min_bytes, deadline, read_uncommitted)
 
 
-async def _long_poll(ctx: BrokerContext, req: Request, max_bytes: int, min_bytes: int, deadline: float,
-                     keys: list[tuple[str, int]]) -> list:
+async def _long_poll(ctx: BrokerContext, req: Request, fc: FetchContext, max_bytes: int, min_bytes: int,
+                     deadline: float, read_uncommitted: bool) -> list:
     """Wait for appends to the fetched partitions until min_bytes are there or the deadline passes."""
-    body = req.body
+    keys = list(fc.wanted)
     while True:
         remaining = deadline - time.monotonic()
         if remaining > 0:
@@ -107,6 +135,6 @@ async def _long_poll(ctx: BrokerContext, req: Request, max_bytes: int, min_bytes
                 pass
             finally:
                 ctx.replicas.discard(fut, keys)
-        topics, total, any_error = _read_all(ctx, body, max_bytes)
+        topics, total, any_error = _read_all(ctx, fc, max_bytes, read_uncommitted)
         if total >= min_bytes or any_error or deadline - time.monotonic() <= 0:
-            return encode_fetch_response(req.api_version, req.correlation_id, topics)
+            return _respond(req, fc, topics)

@@ -5,6 +5,7 @@ from typing import Any
 
 from broker.apis.common import error_result
 from broker.context import BrokerContext
+from broker.log.constants import LEADER_EPOCH
 from broker.errors import ErrorCode, InvalidRequestError
 from broker.protocol.builder import build
 from broker.protocol.codec import Request, response_schema
@@ -35,7 +36,7 @@ def handle(ctx: BrokerContext, req: Request) -> Any:
     for t in req.body.topics:
         parts = []
         for p in t.partitions:
-            entry: dict[str, Any] = {"partition_index": p.partition_index, "error_code": ErrorCode.none, "leader_epoch": 0}
+            entry: dict[str, Any] = {"partition_index": p.partition_index, "error_code": ErrorCode.none, "leader_epoch": LEADER_EPOCH}
             try:
                 entry.update(_lookup(ctx, t.name, p.partition_index, p.timestamp, req.api_version))
             except Exception as e:  # noqa: BLE001

@@ -7,6 +7,7 @@ from typing import Any
 from broker.apis.common import authorized_operations, error_result, field
 from broker.cluster.topic_registry import TopicInfo
 from broker.context import BrokerContext
+from broker.log.constants import LEADER_EPOCH
 from broker.errors import ErrorCode, KafkaError
 from broker.protocol.builder import build
 from broker.protocol.codec import Request, response_schema
@@ -26,7 +27,7 @@ def _topic_entry(ctx: BrokerContext, info: TopicInfo, operations: int) -> dict[s
                 "error_code": ErrorCode.none,
                 "partition_index": p,
                 "leader_id": node,
-                "leader_epoch": 0,
+                "leader_epoch": LEADER_EPOCH,
                 "replica_nodes": (node,),
                 "isr_nodes": (node,),
                 "offline_replicas": (),

@@ -44,3 +44,4 @@ SNAPSHOTS_TO_KEEP = 2
 def offset_file_name(offset: int, suffix: str) -> str:
     """`00000000000000000042.log` for offset 42 and suffix `.log`."""
     return f"{offset:0{OFFSET_DIGITS}d}{suffix}"
+LEADER_EPOCH = 0          # one broker, leaders never change: every partition's leader epoch is 0

@@ -42,6 +42,7 @@ from broker.log.constants import (
     HEADER_SIZE,
     HEADER_WINDOW_BYTES,
     INT32_MAX,
+    LEADER_EPOCH,
     LOG_OVERHEAD,
     MIN_BATCH_LENGTH,
     RECOVERY_CHUNK_BYTES,
@@ -56,6 +57,7 @@ log = logging.getLogger(__name__)
 
 _HEADER = struct.Struct(">qiibIhiqqqhii")
 _OFFSET_AND_LENGTH = struct.Struct(">qi")
+_LEADER_EPOCH_POS = 12     # Kafka stamps the leader epoch on append
 _MAGIC_POS = 16
 _CRC_POS = 17
 _ATTRIBUTES_POS = 21
@@ -232,7 +234,8 @@ def _check_headers(buf: bytes | bytearray | memoryview, max_batch_bytes: int) ->
 
 def assign_offsets(buf: bytearray, headers: list[BatchHeader], base_offset: int,
                    log_append_time_ms: int | None) -> None:
-    """Give the batches consecutive offsets from `base_offset`, in place (and LogAppendTime if given).
+    """Give the batches consecutive offsets from `base_offset` and the leader epoch, in place (and
+    LogAppendTime if given).
 
     The CRC does not cover the base offset, so it is recomputed only when LogAppendTime rewrites the
     attributes and max timestamp, or when the producer's max timestamp was wrong (validate_batches
@@ -242,6 +245,8 @@ def assign_offsets(buf: bytearray, headers: list[BatchHeader], base_offset: int,
     next_offset = base_offset
     for h in headers:
         _INT64.pack_into(buf, h.position, next_offset)
+        _INT32.pack_into(buf, h.position + _LEADER_EPOCH_POS, LEADER_EPOCH)   # not under the CRC
+        h.partition_leader_epoch = LEADER_EPOCH
         h.base_offset = next_offset
         next_offset = h.last_offset + 1
         if log_append_time_ms is not None:

@@ -10,6 +10,7 @@ from typing import Iterator
 
 import pytest
 from kio.schema.errors import ErrorCode
+from kio.schema.describe_groups.v5.request import DescribeGroupsRequest
 from kio.schema.find_coordinator.v4.request import FindCoordinatorRequest
 
 from broker.process import BrokerProcess
@@ -38,9 +39,13 @@ def coordinators_ready(brokers: tuple[BrokerProcess, KafkaBroker]) -> None:
     """Kafka creates __consumer_offsets on the first FindCoordinator and answers NOT_COORDINATOR (or
     COORDINATOR_NOT_AVAILABLE) until it is loaded; wait for that once, on both."""
     p = Pair(brokers[0].port, brokers[1].port)
+    names = tuple(f"warm-up-{i}" for i in range(32))      # groups on every __consumer_offsets partition
+    loading = {ErrorCode.not_coordinator, ErrorCode.coordinator_load_in_progress, ErrorCode.coordinator_not_available}
     try:
-        p.wait_until(FindCoordinatorRequest(key_type=0, coordinator_keys=("warm-up",)),
-                     lambda r: r is not None and r.coordinators[0].error_code == ErrorCode.none, timeout=60)
+        p.wait_until(FindCoordinatorRequest(key_type=0, coordinator_keys=names),
+                     lambda r: r is not None and all(c.error_code == ErrorCode.none for c in r.coordinators), timeout=60)
+        p.wait_until(DescribeGroupsRequest(groups=names, include_authorized_operations=False),
+                     lambda r: r is not None and not any(g.error_code in loading for g in r.groups), timeout=60)
     finally:
         p.close()
 

@@ -357,3 +357,46 @@ def test_alter_configs_validate_only_changes_nothing(pair, topic):
     pair.same(DescribeConfigsRequest(resources=(DescribeConfigsResource(
         resource_type=TOPIC, resource_name=topic, configuration_keys=("retention.ms",)),),
         include_synonyms=False, include_documentation=False), ignore={"config_type"})
+
+
+# --- fetch sessions (KIP-227) ---------------------------------------------------------------------
+
+def _session_fetch(topic: str, session: int, epoch: int, offsets: dict[int, int],
+                   forgotten: tuple[int, ...] = ()) -> FetchRequest:
+    from kio.schema.fetch.v12.request import ForgottenTopic
+    return FetchRequest(cluster_id=None, replica_id=-1, max_wait=datetime.timedelta(milliseconds=10), min_bytes=0,
+                        max_bytes=1 << 20, isolation_level=0, session_id=session, session_epoch=epoch, topics=(
+                            (FetchTopic(topic=topic, partitions=tuple(FetchPartition(
+                                partition=p, current_leader_epoch=-1, fetch_offset=o, last_fetched_epoch=-1,
+                                log_start_offset=-1, partition_max_bytes=1 << 20) for p, o in offsets.items())),)
+                            if offsets else ()),
+                        forgotten_topics_data=(ForgottenTopic(topic=topic, partitions=forgotten),) if forgotten else (),
+                        rack_id="")
+
+
+def test_an_incremental_fetch_session_answers_only_what_changed(pair, topic):
+    """Each broker opens its own session; the same sequence must give the same partitions and records."""
+    p, k = pair.same(_session_fetch(topic, 0, 0, {0: 6, 1: 0}))          # both at their log end
+    ids = {"pylog": p.session_id, "kafka": k.session_id}
+    assert all(ids.values()), "both opened a session"
+
+    def step(epoch: int, offsets: dict[int, int], forgotten: tuple[int, ...] = ()):
+        got = {}
+        for name in ("pylog", "kafka"):
+            got[name] = pair.send(name, _session_fetch(topic, ids[name], epoch, offsets, forgotten))
+        from tests.support.differential import differences, shape
+        diff = differences(shape(got["pylog"]), shape(got["kafka"]))
+        assert not diff, f"epoch {epoch}: " + "; ".join(diff)
+        return got["pylog"]
+
+    quiet = step(1, {})
+    assert quiet.responses == () or all(not t.partitions for t in quiet.responses), "nothing changed: nothing sent"
+    pair.same(_produce(topic, encode_batch([b"new"], keys=[b"k"]), partition=1), ignore={"base_offset"})
+    moved = step(2, {})
+    assert [(t.topic, [q.partition_index for q in t.partitions]) for t in moved.responses] == [(topic, [1])]
+    step(3, {1: 1})            # a new position for partition 1, past the new record
+    step(4, {}, forgotten=(1,))
+    stale = {n: pair.send(n, _session_fetch(topic, ids[n], 4, {})) for n in ("pylog", "kafka")}
+    assert stale["pylog"].error_code == stale["kafka"].error_code == ErrorCode.invalid_fetch_session_epoch
+    unknown = {n: pair.send(n, _session_fetch(topic, 7, 1, {})) for n in ("pylog", "kafka")}
+    assert unknown["pylog"].error_code == unknown["kafka"].error_code == ErrorCode.fetch_session_id_not_found

@@ -106,7 +106,8 @@ def test_appended_bytes_are_in_the_file_when_append_returns(tmp_path):
     batch = encode_batch([b"durable"])
     plog.append(batch)
     on_disk = (tmp_path / "t-0" / "00000000000000000000.log").read_bytes()
-    assert on_disk == batch     # base offset 0 and CreateTime: the bytes are the producer's
+    # base offset 0 and CreateTime: the producer's bytes, but for the leader epoch Kafka stamps (0)
+    assert on_disk == batch[:12] + b"\x00\x00\x00\x00" + batch[16:]
 
 
 def test_append_accepts_memoryview_and_bytearray(tmp_path):
