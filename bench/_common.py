@@ -1,8 +1,10 @@
-"""Shared helpers of the broker benchmarks: start/stop pylog and Tansu processes, ports, RSS.
+"""Shared helpers of the broker benchmarks: start/stop pylog and Tansu processes, ports, RSS, record batches.
 
 Owns broker processes started by a benchmark (always stopped by the caller through `stop()`).
 The broker under test is always a separate process, as a user runs it; only the launcher's port
-helper comes from broker.process.
+helper comes from broker.process. Record batches are built with the broker's own encoder
+(broker.log.record_builder), compressed here when a benchmark asks for a codec: the product never
+compresses. Benchmarks never import the tests.
 """
 from __future__ import annotations
 
@@ -14,7 +16,12 @@ import sys
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Callable, Sequence
 
+import cramjam
+
+from broker.log.record_batch import COMPRESSION_NAMES
+from broker.log.record_builder import encode_record, frame_batch
 from broker.process import free_port  # noqa: F401  (re-exported for the benchmarks)
 
 REPO = Path(__file__).resolve().parent.parent
@@ -137,6 +144,23 @@ def start_tansu(log_path: Path, port: int | None = None) -> BrokerProc:
     bp = BrokerProc("tansu", port, proc, log_path)
     wait_port(port, proc)
     return bp
+
+
+_COMPRESS: dict[str, Callable[[bytes], object]] = {
+    "none": bytes, "gzip": cramjam.gzip.compress, "snappy": cramjam.snappy.compress_raw,
+    "lz4": cramjam.lz4.compress, "zstd": cramjam.zstd.compress}
+
+
+def encode_batch(values: Sequence[bytes], keys: Sequence[bytes | None] | None = None, *, codec: str = "none",
+                 timestamp: int = 1_000_000) -> bytes:
+    """One v2 batch of one record per value at offsets 0, 1, ... (timestamps `timestamp` + i), `codec` compressed."""
+    if codec not in _COMPRESS:
+        raise SystemExit(f"unknown codec {codec!r}: one of {', '.join(_COMPRESS)}")
+    keys = keys if keys is not None else [None] * len(values)
+    records = b"".join(encode_record(i, i, k, v) for i, (k, v) in enumerate(zip(keys, values)))
+    return frame_batch(bytes(_COMPRESS[codec](records)), len(values), base_offset=0,
+                       last_offset_delta=len(values) - 1, base_timestamp=timestamp,
+                       max_timestamp=timestamp + len(values) - 1, attributes=COMPRESSION_NAMES.index(codec))
 
 
 def create_topic(bootstrap: str, topic: str, partitions: int, timeout_s: float = 30.0) -> None:

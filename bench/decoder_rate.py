@@ -4,8 +4,8 @@
 
 Builds one partition's worth of v2 record batches (1,000 records each, like a producer with a
 large batch.size), then times `sparklog.native_decoder.decode_range` over all of it, several rounds,
-and prints records/s and GB/s of record bytes (uncompressed key+value). The input is built with
-the project's test encoder in memory; no broker is involved.
+and prints records/s and GB/s of record bytes (uncompressed key+value). The input is built in memory
+with the broker's record encoder (bench/_common.encode_batch); no broker is involved.
 """
 from __future__ import annotations
 
@@ -14,11 +14,12 @@ import os
 import sys
 import time
 
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
+import _common  # noqa: E402
 from sparklog.native_decoder import decode_range  # noqa: E402
 from sparklog.schema import arrow_schema  # noqa: E402
-from tests.support.batches import encode_batch  # noqa: E402
 
 
 def main() -> None:
@@ -30,8 +31,8 @@ def main() -> None:
     args = ap.parse_args()
     per_batch = 1000
     value = os.urandom(args.size // 2).hex().encode()[: args.size]
-    one = [encode_batch([value] * per_batch, keys=[b"key-%05d" % i for i in range(per_batch)], base_offset=0,
-                        codec=args.codec)]
+    one = [_common.encode_batch([value] * per_batch, keys=[b"key-%05d" % i for i in range(per_batch)],
+                                codec=args.codec)]
     # the same batch content at increasing base offsets (base offset is outside the CRC)
     data = bytearray()
     for b in range(args.records // per_batch):

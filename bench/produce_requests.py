@@ -30,10 +30,9 @@ def _produce_frame(topic: str) -> bytes:
     from kio.schema.produce.v9.request import PartitionProduceData, ProduceRequest, TopicProduceData
     from kio.serial import entity_writer
 
-    from tests.support.batches import encode_batch
-
     body = ProduceRequest(transactional_id=None, acks=1, timeout=dt.timedelta(seconds=5), topic_data=(
-        TopicProduceData(name=topic, partition_data=(PartitionProduceData(index=0, records=encode_batch([b"x" * 100])),)),))
+        TopicProduceData(name=topic, partition_data=(
+            PartitionProduceData(index=0, records=_common.encode_batch([b"x" * 100])),)),))
     buf = io.BytesIO()
     entity_writer(ProduceRequest)(buf, body)
     payload = struct.pack(">hhih", 0, 9, 1, 5) + b"bench" + b"\x00" + buf.getvalue()

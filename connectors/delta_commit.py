@@ -31,14 +31,13 @@ from connectors.delta_log_reader import read_app_transactions
 from connectors.errors import CommitConflictError, FencedError, SchemaMismatchError
 from connectors.offset_txns import (
     AppState,
-    Offsets,
     generation_app_id,
     marker_app_id,
     offsets_to_txns,
-    to_starting_offsets_json,
     topic_ids_to_txns,
 )
 from connectors.parquet_files import remove_files
+from sparklog.offsets import PartitionOffsets, to_json
 
 log = logging.getLogger(__name__)
 
@@ -56,7 +55,7 @@ class BatchCommit:
     files: list[dict[str, Any]]
     schema: pa.Schema
     generation: int = 0
-    end_offsets: Offsets | None = None
+    end_offsets: PartitionOffsets | None = None
     partition_by: list[str] = field(default_factory=list)
     merge_schema: bool = False
     mode: Literal["append", "overwrite"] = "append"   # overwrite: replace the table's contents atomically
@@ -80,8 +79,8 @@ def app_state(path: str, app_id: str) -> AppState:
     return AppState.from_txns(version, txns, app_id)
 
 
-def committed_offsets(path: str, app_id: str) -> Offsets:
-    """{topic: {partition: next offset}} stored in the table for `app_id` (empty when none)."""
+def committed_offsets(path: str, app_id: str) -> PartitionOffsets:
+    """{(topic, partition): next offset} stored in the table for `app_id` (empty when none)."""
     return app_state(path, app_id).offsets
 
 
@@ -176,7 +175,7 @@ def commit_batch(c: BatchCommit) -> bool:
     metadata: dict[str, Any] = {"pylog.appId": c.app_id, "pylog.batchId": str(c.batch_id),
                                 "pylog.generation": str(c.generation), **c.extra_metadata}
     if c.end_offsets:
-        metadata["pylog.offsets"] = to_starting_offsets_json(c.end_offsets)
+        metadata["pylog.offsets"] = to_json(c.end_offsets)
     for attempt in range(1, MAX_COMMIT_ATTEMPTS + 1):
         dt = DeltaTable(c.table_path)
         reason = _skip_reason(dt, c)

@@ -11,15 +11,17 @@ Options: path (required), appId (default: derived from the path), partitionBy (c
 mergeSchema (true: add new nullable columns), generation (set by jobs; otherwise a stream with a new
 checkpoint claims the next generation, which fences older streams of the same app id). Batch writes
 (`df.write.format("pylog-delta").mode("append"|"overwrite")`) also take batchId (default: one past the
-table's last), offsets (a startingOffsets-style JSON of the data's end offsets), topicIds (JSON
-{topic: id}) and readVersion (an overwrite fails instead of replacing commits made after it).
+table's last), offsets (the data's end offsets as Spark's offset JSON, sparklog.offsets.to_json),
+topicIds (JSON {topic: id}) and readVersion (an overwrite fails instead of replacing commits made
+after it). `writer_options` builds these options from typed values (what the jobs set); SinkOptions
+reads them back.
 """
 from __future__ import annotations
 
 import json
 import logging
 from pathlib import Path
-from typing import Iterator
+from typing import Iterator, Mapping, Sequence
 
 import pyarrow as pa
 from pyspark.sql.datasource import (
@@ -32,9 +34,9 @@ from pyspark.sql.types import StructType
 
 from connectors import faults
 from connectors.delta_commit import BatchCommit, app_state, claim_generation, commit_batch
-from connectors.offset_txns import parse_offsets_json
 from connectors.parquet_files import remove_files, write_files
 from connectors.spark_checkpoint import kafka_position
+from sparklog.offsets import PartitionOffsets, TopicPartition, from_json, to_json
 
 log = logging.getLogger(__name__)
 
@@ -69,11 +71,11 @@ class SinkOptions:
                 self.topic_ids = {str(k): str(v) for k, v in json.loads(o["topicids"]).items()}
             except (ValueError, TypeError, AttributeError) as e:
                 raise SinkOptionError(f"pylog-delta: option 'topicIds' must be JSON like {{\"topic\":\"id\"}}: {e}") from None
-        self.offsets = None
+        self.offsets: PartitionOffsets | None = None
         if o.get("offsets"):
             try:
-                self.offsets = parse_offsets_json(o["offsets"])
-            except (ValueError, TypeError, AttributeError) as e:
+                self.offsets = from_json(o["offsets"])
+            except ValueError as e:
                 raise SinkOptionError(f"pylog-delta: option 'offsets' must be JSON like {{\"topic\":{{\"0\":23}}}}: {e}") from None
 
     @staticmethod
@@ -94,6 +96,21 @@ class SinkOptions:
         if v < 0:
             raise SinkOptionError(f"pylog-delta: option '{key}' must be a non-negative integer, got {v}")
         return v
+
+
+def writer_options(path: str, app_id: str, *, partition_by: Sequence[str] = (), merge_schema: bool = False,
+                   generation: int | None = None, checkpoint: str | None = None, batch_id: int | None = None,
+                   offsets: Mapping[TopicPartition, int] | None = None, topic_ids: Mapping[str, str] | None = None,
+                   read_version: int | None = None) -> dict[str, str]:
+    """The options of a `pylog-delta` write from typed values, as SinkOptions reads them (None: not set)."""
+    out = {"path": path, "appId": app_id, "mergeSchema": "true" if merge_schema else "false"}
+    optional: dict[str, object] = {
+        "partitionBy": ",".join(partition_by) or None, "generation": generation, "checkpointLocation": checkpoint,
+        "batchId": batch_id, "offsets": None if offsets is None else to_json(offsets),
+        "topicIds": None if topic_ids is None else json.dumps(dict(topic_ids), sort_keys=True),
+        "readVersion": read_version}
+    out.update({k: str(v) for k, v in optional.items() if v is not None})
+    return out
 
 
 def arrow_schema(schema: StructType) -> pa.Schema:

@@ -9,7 +9,8 @@ commitInfo. Each commit of the sink carries:
     → the table version of the commit (a txn holds a number, so the id goes into its name; the entry
     with the highest version is the current one).
 `AppState` is what one app has stored, read from one snapshot of the table's txns.
-Pure functions only: no I/O.
+Offsets are sparklog.offsets.PartitionOffsets ((topic, partition) → offset), the one shape of
+offsets in the product; their JSON is sparklog.offsets' (Spark's). Pure functions only: no I/O.
 """
 from __future__ import annotations
 
@@ -17,11 +18,11 @@ import json
 from dataclasses import dataclass, field
 from typing import Any, Mapping
 
+from sparklog.offsets import PartitionOffsets, TopicPartition
+
 OFFSETS_PREFIX = "pylog.offsets:"
 GENERATION_PREFIX = "pylog.generation:"
 TOPIC_ID_PREFIX = "pylog.topicId:"
-
-Offsets = dict[str, dict[int, int]]
 
 
 def marker_app_id(app_id: str, generation: int) -> str:
@@ -36,14 +37,13 @@ def offset_app_id(app_id: str, topic: str, partition: int) -> str:
     return OFFSETS_PREFIX + json.dumps([app_id, topic, int(partition)], separators=(",", ":"))
 
 
-def offsets_to_txns(app_id: str, offsets: Mapping[str, Mapping[int, int]]) -> dict[str, int]:
-    """{txn app id: version} for a batch's end offsets."""
+def offsets_to_txns(app_id: str, offsets: Mapping[TopicPartition, int]) -> dict[str, int]:
+    """{txn app id: version} for a batch's end offsets; each must be a concrete offset (not -1/-2)."""
     out = {}
-    for topic, parts in offsets.items():
-        for partition, offset in parts.items():
-            if int(offset) < 0:
-                raise ValueError(f"offset {offset} of {topic}-{partition} is not a concrete offset")
-            out[offset_app_id(app_id, topic, int(partition))] = int(offset)
+    for (topic, partition), offset in sorted(offsets.items()):
+        if int(offset) < 0:
+            raise ValueError(f"offset {offset} of {topic}-{partition} is not a concrete offset")
+        out[offset_app_id(app_id, topic, int(partition))] = int(offset)
     return out
 
 
@@ -62,12 +62,10 @@ def _owned(txns: Mapping[str, int], prefix: str, app_id: str) -> list[tuple[list
     return out
 
 
-def offsets_from_txns(txns: Mapping[str, int], app_id: str) -> Offsets:
-    """The offsets stored for `app_id` among a table's txn actions, as {topic: {partition: next offset}}."""
-    out: Offsets = {}
-    for (topic, partition), version in _owned(txns, OFFSETS_PREFIX, app_id):
-        out.setdefault(topic, {})[int(partition)] = version
-    return {t: dict(sorted(p.items())) for t, p in sorted(out.items())}
+def offsets_from_txns(txns: Mapping[str, int], app_id: str) -> PartitionOffsets:
+    """The offsets stored for `app_id` among a table's txn actions: {(topic, partition): next offset}, sorted."""
+    return dict(sorted(((str(topic), int(partition)), version)
+                       for (topic, partition), version in _owned(txns, OFFSETS_PREFIX, app_id)))
 
 
 def apps_in(txns: Mapping[str, int]) -> list[str]:
@@ -80,18 +78,6 @@ def apps_in(txns: Mapping[str, int]) -> list[str]:
             except (ValueError, TypeError, IndexError):
                 continue
     return sorted(apps)
-
-
-def to_starting_offsets_json(offsets: Offsets) -> str:
-    """Spark Kafka connector `startingOffsets` JSON: {"topic": {"0": 23}}."""
-    return json.dumps({t: {str(p): o for p, o in parts.items()} for t, parts in offsets.items()}, sort_keys=True)
-
-
-def parse_offsets_json(text: str) -> Offsets:
-    data = json.loads(text)
-    if not isinstance(data, dict):
-        raise ValueError(f"expected a JSON object of topics, got {text!r}")
-    return {str(t): {int(p): int(o) for p, o in parts.items()} for t, parts in data.items()}
 
 
 def topic_ids_to_txns(app_id: str, topic_ids: Mapping[str, str], table_version: int) -> dict[str, int]:
@@ -114,7 +100,7 @@ class AppState:
     """What one app id has stored in a table, as of `table_version` (-1: no table or no commit)."""
 
     table_version: int = -1
-    offsets: Offsets = field(default_factory=dict)
+    offsets: PartitionOffsets = field(default_factory=dict)
     topic_ids: dict[str, str] = field(default_factory=dict)
     generation: int | None = None
     last_batch: int | None = None     # the marker of generation 0 (what batch writers count from)

@@ -11,7 +11,7 @@ from pathlib import Path
 from dataclasses import dataclass
 from typing import Any
 
-from sparklog.offsets import TOPIC_IDS_KEY
+from sparklog.offsets import TOPIC_IDS_KEY, PartitionOffsets, from_offset_dict
 
 
 def _local(path: str) -> Path:
@@ -35,9 +35,9 @@ def batch_offsets(checkpoint: str, batch_id: int) -> list[Any]:
 
 @dataclass(frozen=True)
 class SourcePosition:
-    """Where a batch of the Kafka-style source ended: {topic: {partition: next offset}} and topic ids."""
+    """Where a batch of the Kafka-style source ended: {(topic, partition): next offset} and topic ids."""
 
-    offsets: dict[str, dict[int, int]]
+    offsets: PartitionOffsets
     topic_ids: dict[str, str]
 
 
@@ -47,7 +47,7 @@ def kafka_position(checkpoint: str, batch_id: int) -> SourcePosition | None:
         if not (isinstance(src, dict) and src and all(isinstance(v, dict) for v in src.values())):
             continue
         try:
-            offsets = {t: {int(p): int(o) for p, o in parts.items()} for t, parts in src.items() if t != TOPIC_IDS_KEY}
+            offsets = from_offset_dict(src)
         except (TypeError, ValueError):
             continue
         return SourcePosition(offsets, {str(t): str(i) for t, i in src.get(TOPIC_IDS_KEY, {}).items()})

@@ -10,21 +10,22 @@ A re-created topic, or offsets that aged out, fail the run when source.fail.on.d
 """
 from __future__ import annotations
 
-import json
 import logging
 
+from connectors.delta_sink import writer_options
 from connectors.offset_manager import OffsetManager, live_log, resume_from
-from connectors.offset_txns import Offsets, to_starting_offsets_json
 from jobs.config import JobConfig, JobConfigError
 from jobs.progress import BatchProgress
 from jobs.rows import source_options, table_rows
 from jobs.spark_session import build_session
+from sparklog.offsets import PartitionOffsets, TopicIds, to_json
+from sparklog.planner import backlog
 
 log = logging.getLogger("pylog.job.batch_load")
 
 
 
-def plan_range(cfg: JobConfig, om: OffsetManager) -> tuple[Offsets, Offsets, dict[str, str], int]:
+def plan_range(cfg: JobConfig, om: OffsetManager) -> tuple[PartitionOffsets, PartitionOffsets, TopicIds, int]:
     """(start offsets, end offsets, topic ids, batch id) of this run, from one snapshot of the table."""
     default = cfg.get("source.starting.offsets", "earliest")
     if default not in ("earliest", "latest"):
@@ -35,7 +36,7 @@ def plan_range(cfg: JobConfig, om: OffsetManager) -> tuple[Offsets, Offsets, dic
     starts = resume_from(state, live, fail_on_data_loss=cfg.bool("source.fail.on.data.loss", True),
                          new="earliest" if default == "earliest" else "latest")
     batch_id = 0 if state.last_batch is None else state.last_batch + 1
-    return starts, live.ends, live.topic_ids, batch_id
+    return starts, live.latest, live.topic_ids, batch_id
 
 
 def run(cfg: JobConfig) -> int:
@@ -43,25 +44,22 @@ def run(cfg: JobConfig) -> int:
     app_id = cfg.get("sink.app.id", cfg.name)
     om = OffsetManager(table, app_id)
     starts, ends, topic_ids, batch_id = plan_range(cfg, om)
-    records = sum(max(0, e - starts[t][p]) for t, parts in ends.items() for p, e in parts.items())
+    records = backlog(starts, ends)
     if records == 0:
-        log.info("nothing new since the last load: offsets %s", to_starting_offsets_json(ends))
+        log.info("nothing new since the last load: offsets %s", to_json(ends))
         return 0
-    log.info("loading %d records (batch %d) from %s to %s into %s", records, batch_id,
-             to_starting_offsets_json(starts), to_starting_offsets_json(ends), table)
+    log.info("loading %d records (batch %d) from %s to %s into %s", records, batch_id, to_json(starts), to_json(ends),
+             table)
     spark = build_session(cfg, f"pylog batch_load {app_id}")
     df = (spark.read.format("pylog").options(**source_options(cfg))
-          .option("startingOffsets", to_starting_offsets_json(starts))
-          .option("endingOffsets", to_starting_offsets_json(ends)).load())
+          .option("startingOffsets", to_json(starts)).option("endingOffsets", to_json(ends)).load())
     rows = table_rows(df, cfg.get("value.schema"))
-    writer = (rows.write.format("pylog-delta").mode("append").option("path", table).option("appId", app_id)
-              .option("batchId", str(batch_id)).option("offsets", to_starting_offsets_json(ends))
-              .option("topicIds", json.dumps(topic_ids, sort_keys=True)).option("mergeSchema", cfg.get("sink.merge.schema", "false")))
-    if cfg.get("sink.partition.by"):
-        writer = writer.option("partitionBy", cfg.require("sink.partition.by"))
+    writer = rows.write.format("pylog-delta").mode("append").options(**writer_options(
+        table, app_id, partition_by=cfg.list("sink.partition.by"), merge_schema=cfg.bool("sink.merge.schema", False),
+        batch_id=batch_id, offsets=ends, topic_ids=topic_ids))
     with BatchProgress(spark, "loading", records):
         writer.save()
-    log.info("loaded %d records up to offsets %s into %s", records, to_starting_offsets_json(ends), table)
+    log.info("loaded %d records up to offsets %s into %s", records, to_json(ends), table)
     if cfg.get("group.mirror"):
         try:
             om.mirror_to_group(cfg.require("source.bootstrap.servers"), cfg.require("group.mirror"))

@@ -22,9 +22,9 @@ from confluent_kafka.admin import AdminClient, NewTopic
 
 from broker.process import BrokerProcess
 from connectors.offset_manager import OffsetManager, end_offsets
-from connectors.offset_txns import to_starting_offsets_json
 from jobs import stream_to_delta
 from jobs.config import JobConfig
+from sparklog.offsets import PartitionOffsets, to_json
 from sparklog.planner import backlog
 
 log = logging.getLogger("pylog.demo")
@@ -68,13 +68,12 @@ def produce_events(bootstrap: str) -> float:
     return time.monotonic() - start
 
 
-def group_lag(bootstrap: str, group: str, ends: dict[int, int]) -> int | None:
+def group_lag(bootstrap: str, group: str, ends: PartitionOffsets) -> int | None:
     """Lag of the consumer group that mirrors the table's offsets, as any Kafka lag monitor sees it."""
     c = Consumer({"bootstrap.servers": bootstrap, "group.id": group, "enable.auto.commit": False})
     try:
-        committed = c.committed([TopicPartition(TOPIC, p) for p in ends], timeout=10)
-        return backlog({(TOPIC, tp.partition): max(tp.offset, 0) for tp in committed},
-                       {(TOPIC, p): end for p, end in ends.items()})
+        committed = c.committed([TopicPartition(t, p) for t, p in ends], timeout=10)
+        return backlog({(tp.topic, tp.partition): max(tp.offset, 0) for tp in committed}, ends)
     except Exception as e:  # noqa: BLE001 - the summary says so instead of failing the demo
         log.warning("could not read group %s: %s", group, e)
         return None
@@ -112,15 +111,15 @@ def main() -> int:
         distinct = len(set(zip(rows.column("partition").to_pylist(), rows.column("offset").to_pylist())))
         stored = OffsetManager(str(table), "demo-events").committed()
         ends = end_offsets(broker.bootstrap, [TOPIC])
-        lag = group_lag(broker.bootstrap, "demo-events", ends[TOPIC])
+        lag = group_lag(broker.bootstrap, "demo-events", ends)
         by_type: dict[str, int] = {}
         for t in rows.column("type").to_pylist():
             by_type[t] = by_type.get(t, 0) + 1
         print("\n=== pylog demo summary ===")
         print(f"rows in the Delta table : {rows.num_rows} ({distinct} distinct topic-partition-offsets, "
               f"{EVENTS} produced), table version {dt.version()}")
-        print(f"offsets stored in table : {to_starting_offsets_json(stored)}")
-        print(f"broker end offsets      : {to_starting_offsets_json(ends)}")
+        print(f"offsets stored in table : {to_json(stored)}")
+        print(f"broker end offsets      : {to_json(ends)}")
         print(f"consumer group lag      : {'unavailable' if lag is None else lag} (group demo-events)")
         print("events by type          : " + ", ".join(f"{k}={v}" for k, v in sorted(by_type.items())))
         ok = rows.num_rows == distinct == EVENTS and stored == ends

@@ -13,19 +13,19 @@ every partition named, no unknown topic or partition, no offset beyond the log e
 """
 from __future__ import annotations
 
-import json
 import logging
 from typing import Any
 
 from broker.timestamps import parse_instant_ms
 from connectors.delta_commit import claim_generation
+from connectors.delta_sink import arrow_schema, writer_options
 from connectors.offset_manager import LiveLog, live_log, rewind_offsets
-from connectors.offset_txns import Offsets, parse_offsets_json, to_starting_offsets_json
 from jobs.config import JobConfig, JobConfigError
 from jobs.progress import BatchProgress
-from connectors.delta_sink import arrow_schema
 from jobs.rows import source_options, table_rows
 from jobs.spark_session import build_session
+from sparklog.offsets import EARLIEST, PartitionOffsets, TopicPartition, format_tp, from_json, to_json
+from sparklog.planner import backlog
 
 log = logging.getLogger("pylog.job.reprocess")
 
@@ -41,30 +41,30 @@ def parse_from(cfg: JobConfig) -> tuple[str, Any]:
             raise JobConfigError(f"job reprocess: reprocess.from: {e}") from None
     if v.startswith("offsets:"):
         try:
-            return "offsets", parse_offsets_json(v[len("offsets:"):])
-        except (ValueError, TypeError, AttributeError) as e:
+            return "offsets", from_json(v[len("offsets:"):])
+        except ValueError as e:
             raise JobConfigError(f"job reprocess: reprocess.from offsets must be JSON like {{\"t\":{{\"0\":5}}}}: {e}") from None
     raise JobConfigError(f"job reprocess: reprocess.from must be earliest, timestamp:<ms|ISO> or offsets:<JSON>, got {v!r}")
 
 
-def _fmt(tps: set[tuple[str, int]]) -> list[str]:
-    return sorted(f"{t}-{p}" for t, p in tps)
+def _fmt(tps: set[TopicPartition]) -> list[str]:
+    return sorted(format_tp(tp) for tp in tps)
 
 
-def strict_offsets(given: Offsets, live: LiveLog) -> Offsets:
+def strict_offsets(given: PartitionOffsets, live: LiveLog) -> PartitionOffsets:
     """Spark's rules for specific starting offsets, checked against the live log; -2 means earliest."""
-    assigned = {(t, p) for t, parts in live.ends.items() for p in parts}
-    named = {(t, p) for t, parts in given.items() for p in parts}
+    assigned = set(live.latest)
+    named = set(given)
     if named - assigned:
         raise JobConfigError(f"job reprocess: reprocess.from names partitions that do not exist: {_fmt(named - assigned)}."
                              f" The topics have: {_fmt(assigned)}")
     if assigned - named:
         raise JobConfigError("job reprocess: if reprocess.from contains specific offsets, you must specify all "
                              f"TopicPartitions. Use -2 for earliest. Missing: {_fmt(assigned - named)}")
-    out: Offsets = {}
+    out: PartitionOffsets = {}
     for (t, p) in sorted(named):
-        o, low, high = given[t][p], live.earliest[(t, p)], live.latest[(t, p)]
-        if o == -2:
+        o, low, high = given[(t, p)], live.earliest[(t, p)], live.latest[(t, p)]
+        if o == EARLIEST:
             o = low
         elif o < 0:
             raise JobConfigError(f"job reprocess: offset {o} for {t}-{p} is not an offset (use -2 for earliest)")
@@ -74,7 +74,7 @@ def strict_offsets(given: Offsets, live: LiveLog) -> Offsets:
         elif o < low:
             raise JobConfigError(f"job reprocess: the start offset {o} for {t}-{p} is below the log start {low}: "
                                  "those records are gone")
-        out.setdefault(t, {})[p] = o
+        out[(t, p)] = o
     return out
 
 
@@ -89,17 +89,16 @@ def run(cfg: JobConfig) -> int:
     target = table if mode == "replace" else cfg.require("reprocess.target.path")
     kind, value = parse_from(cfg)
     live = live_log(source_options(cfg))
-    ends = live.ends
+    ends = live.latest
     if kind == "offsets":
         starts = strict_offsets(value, live)
     else:
         starts = rewind_offsets(bootstrap, topics, timestamp_ms=value) if kind == "timestamp" else \
-            {t: {p: live.earliest[(t, p)] for p in parts} for t, parts in ends.items()}
-    records = sum(max(0, e - starts[t][p]) for t, parts in ends.items() for p, e in parts.items())
+            {tp: live.earliest[tp] for tp in ends}
+    records = backlog(starts, ends)
     spark = build_session(cfg, f"pylog reprocess {app_id}")
     df = (spark.read.format("pylog").options(**source_options(cfg))
-          .option("startingOffsets", to_starting_offsets_json(starts))
-          .option("endingOffsets", to_starting_offsets_json(ends)).load())
+          .option("startingOffsets", to_json(starts)).option("endingOffsets", to_json(ends)).load())
     if kind == "timestamp":
         from pyspark.sql import functions as F
 
@@ -108,16 +107,11 @@ def run(cfg: JobConfig) -> int:
     partition_by = cfg.list("sink.partition.by")
     claim = claim_generation(target, app_id, arrow_schema(rows.schema), partition_by)
     log.info("reprocessing %d records of %s from %s to %s into %s (%s, generation %s, table version %d)", records,
-             ",".join(topics), to_starting_offsets_json(starts), to_starting_offsets_json(ends), target, mode,
-             claim.generation, claim.table_version)
-    writer = (rows.write.format("pylog-delta").mode("overwrite").option("path", target).option("appId", app_id)
-              .option("generation", str(claim.generation)).option("batchId", "0")
-              .option("readVersion", str(claim.table_version))
-              .option("offsets", to_starting_offsets_json(ends)).option("topicIds", json.dumps(live.topic_ids))
-              .option("mergeSchema", "true"))
-    if partition_by:
-        writer = writer.option("partitionBy", ",".join(partition_by))
+             ",".join(topics), to_json(starts), to_json(ends), target, mode, claim.generation, claim.table_version)
+    writer = rows.write.format("pylog-delta").mode("overwrite").options(**writer_options(
+        target, app_id, partition_by=partition_by, merge_schema=True, generation=claim.generation, batch_id=0,
+        read_version=claim.table_version, offsets=ends, topic_ids=live.topic_ids))
     with BatchProgress(spark, "reprocessing", records):
         writer.save()
-    log.info("rebuilt %s up to offsets %s", target, to_starting_offsets_json(ends))
+    log.info("rebuilt %s up to offsets %s", target, to_json(ends))
     return 0

@@ -26,17 +26,15 @@ from typing import Any
 import pyarrow as pa
 
 from connectors.delta_commit import claim_generation
-from connectors.delta_sink import arrow_schema
+from connectors.delta_sink import arrow_schema, writer_options
 from connectors.offset_manager import OffsetManager, live_log, resume_from
-from connectors.offset_txns import to_starting_offsets_json
 from jobs.config import JobConfig
 from jobs.errors import JobFailed, root_cause
 from jobs.rows import source_options, table_rows
-from sparklog.offsets import from_offset_dict
-from sparklog.planner import backlog
 from jobs.signals import STOPPER
-from sparklog.offsets import TOPIC_IDS_KEY
 from jobs.spark_session import build_session
+from sparklog.offsets import PartitionOffsets, from_offset_dict, to_json
+from sparklog.planner import backlog
 
 log = logging.getLogger("pylog.job.stream_to_delta")
 
@@ -66,7 +64,7 @@ def plan_generation(cfg: JobConfig, table: str, app_id: str, schema: pa.Schema, 
     default = cfg.get("source.starting.offsets", "earliest")
     starts = resume_from(claim, live_log(source_options(cfg)), new="latest" if default == "latest" else "earliest",
                          fail_on_data_loss=cfg.bool("source.fail.on.data.loss", True))
-    return Plan(gen, checkpoint, to_starting_offsets_json(starts))
+    return Plan(gen, checkpoint, to_json(starts))
 
 
 class _ProgressLogger:
@@ -76,20 +74,18 @@ class _ProgressLogger:
         self.om, self.bootstrap, self.group = om, bootstrap, group
 
     @staticmethod
-    def _offsets(raw: str | None) -> dict[str, dict[str, int]]:
+    def _offsets(raw: str | None) -> PartitionOffsets:
+        """A source offset of Spark's progress (the streaming offset JSON, topic ids aside); {} when none."""
         value = json.loads(raw) if raw else None
-        if not isinstance(value, dict):
-            return {}
-        return {t: ps for t, ps in value.items() if t != TOPIC_IDS_KEY}
+        return from_offset_dict(value) if isinstance(value, dict) else {}
 
     def __call__(self, progress: Any) -> None:
         try:
             src = progress.sources[0] if progress.sources else None
             end = self._offsets(src.endOffset if src else None)
             latest = self._offsets(src.latestOffset if src else None) or end
-            lag = backlog(from_offset_dict(end), from_offset_dict(latest))
             log.info("batch %d: %d rows, offsets %s, lag %d", progress.batchId, progress.numInputRows,
-                     json.dumps(end, sort_keys=True), lag)
+                     to_json(end), backlog(end, latest))
         except Exception as e:  # noqa: BLE001 - reporting must never stop the job
             log.warning("batch %d: could not report progress: %s", progress.batchId, e)
         if self.group:
@@ -116,12 +112,11 @@ def run(cfg: JobConfig) -> int:
     if cfg.get("source.max.offsets.per.trigger"):
         reader = reader.option("maxOffsetsPerTrigger", cfg.require("source.max.offsets.per.trigger"))
     rows = table_rows(reader.load(), cfg.get("value.schema"))
-    writer = (rows.writeStream.format("pylog-delta").option("path", table).option("appId", app_id)
-              .option("generation", str(plan.generation)).option("checkpointLocation", str(plan.checkpoint))
-              .option("mergeSchema", cfg.get("sink.merge.schema", "false")))
-    if partition_by:
-        writer = writer.option("partitionBy", ",".join(partition_by))
-    query = writer.trigger(**trigger).start()
+    query = (rows.writeStream.format("pylog-delta")
+             .options(**writer_options(table, app_id, partition_by=partition_by,
+                                       merge_schema=cfg.bool("sink.merge.schema", False),
+                                       generation=plan.generation, checkpoint=str(plan.checkpoint)))
+             .trigger(**trigger).start())
     return _supervise(query, _ProgressLogger(OffsetManager(table, app_id), cfg.require("source.bootstrap.servers"),
                                              cfg.get("group.mirror")))
 

@@ -3,7 +3,9 @@
 Owns: building real v2 batches (varint records, CRC32C) from (key, value, timestamp) records, as
 the broker writes them into internal topics (`__consumer_offsets`) and as the log cleaner rewrites
 compacted batches; and decoding every record of a batch (keys, values, headers) for loading those
-topics and for compaction.
+topics and for compaction. `encode_batch` is built from two steps that are public for callers that
+shape batches themselves (the tests' and benchmarks' encoders, which add compression and flags):
+`encode_record` (one record) and `frame_batch` (header and CRC32C around encoded records).
 
 Never used on the produce/fetch hot path: client batches stay opaque bytes (see record_batch.py).
 Knows nothing about files or the network protocol.
@@ -20,7 +22,7 @@ from broker.errors import CorruptRecordError
 from broker.log.constants import CURRENT_MAGIC, HEADER_SIZE
 from broker.log.record_batch import decompress, parse_header
 
-__all__ = ["Record", "encode_batch", "decode_records", "iter_batches"]
+__all__ = ["Record", "zigzag_varint", "encode_record", "frame_batch", "encode_batch", "decode_records", "iter_batches"]
 
 _AFTER_CRC = struct.Struct(">hiqqqhii")   # attributes .. recordsCount
 _BEFORE_CRC = struct.Struct(">qiibI")     # baseOffset, batchLength, leaderEpoch, magic, crc
@@ -39,7 +41,8 @@ class Record:
     headers: Sequence[tuple[str, bytes | None]] = field(default_factory=tuple)
 
 
-def _varint(value: int) -> bytes:
+def zigzag_varint(value: int) -> bytes:
+    """A signed varint as the records of a v2 batch hold them (zigzag, then 7 bits a byte)."""
     v = (value << 1) ^ (value >> 63)
     out = bytearray()
     while v > 0x7F:
@@ -50,20 +53,33 @@ def _varint(value: int) -> bytes:
 
 
 def _bytes_field(b: bytes | None) -> bytes:
-    return _varint(-1) if b is None else _varint(len(b)) + b
+    return zigzag_varint(-1) if b is None else zigzag_varint(len(b)) + b
 
 
-def _encode_record(offset_delta: int, timestamp_delta: int, r: Record) -> bytes:
+def encode_record(offset_delta: int, timestamp_delta: int, key: bytes | None, value: bytes | None,
+                  headers: Sequence[tuple[str, bytes | None]] = ()) -> bytes:
+    """One length-prefixed record of a v2 batch; offset and timestamp are deltas from the batch's bases."""
     body = bytearray(b"\x00")
-    body += _varint(timestamp_delta)
-    body += _varint(offset_delta)
-    body += _bytes_field(r.key)
-    body += _bytes_field(r.value)
-    body += _varint(len(r.headers))
-    for hk, hv in r.headers:
+    body += zigzag_varint(timestamp_delta)
+    body += zigzag_varint(offset_delta)
+    body += _bytes_field(key)
+    body += _bytes_field(value)
+    body += zigzag_varint(len(headers))
+    for hk, hv in headers:
         body += _bytes_field(hk.encode())
         body += _bytes_field(hv)
-    return _varint(len(body)) + bytes(body)
+    return zigzag_varint(len(body)) + bytes(body)
+
+
+def frame_batch(records: bytes, count: int, *, base_offset: int, last_offset_delta: int, base_timestamp: int,
+                max_timestamp: int, attributes: int = 0, producer_id: int = NO_PRODUCER_ID, producer_epoch: int = -1,
+                base_sequence: int = -1, partition_leader_epoch: int = -1) -> bytes:
+    """A v2 batch around `count` encoded records (compressed if `attributes` names a codec), with its CRC32C."""
+    after_crc = _AFTER_CRC.pack(attributes, last_offset_delta, base_timestamp, max_timestamp, producer_id,
+                                producer_epoch, base_sequence, count) + records
+    batch_length = 4 + 1 + 4 + len(after_crc)
+    return _BEFORE_CRC.pack(base_offset, batch_length, partition_leader_epoch, CURRENT_MAGIC,
+                            crc32c.crc32c(after_crc)) + after_crc
 
 
 def encode_batch(records: Sequence[Record], *, producer_id: int = NO_PRODUCER_ID, producer_epoch: int = -1,
@@ -73,14 +89,14 @@ def encode_batch(records: Sequence[Record], *, producer_id: int = NO_PRODUCER_ID
         raise ValueError("a record batch needs at least one record")
     base_offset = records[0].offset
     base_ts = min(r.timestamp for r in records)
-    max_ts = max(r.timestamp for r in records)
-    payload = b"".join(_encode_record(r.offset - base_offset, r.timestamp - base_ts, r) for r in records)
-    attributes = _TIMESTAMP_TYPE_BIT if log_append_time else 0
-    after_crc = _AFTER_CRC.pack(attributes, records[-1].offset - base_offset, base_ts, max_ts, producer_id,
-                                producer_epoch, base_sequence, len(records)) + payload
-    batch_length = 4 + 1 + 4 + len(after_crc)
-    return _BEFORE_CRC.pack(base_offset, batch_length, partition_leader_epoch, CURRENT_MAGIC,
-                            crc32c.crc32c(after_crc)) + after_crc
+    payload = b"".join(encode_record(r.offset - base_offset, r.timestamp - base_ts, r.key, r.value, r.headers)
+                       for r in records)
+    return frame_batch(payload, len(records), base_offset=base_offset,
+                       last_offset_delta=records[-1].offset - base_offset,
+                       base_timestamp=base_ts, max_timestamp=max(r.timestamp for r in records),
+                       attributes=_TIMESTAMP_TYPE_BIT if log_append_time else 0, producer_id=producer_id,
+                       producer_epoch=producer_epoch, base_sequence=base_sequence,
+                       partition_leader_epoch=partition_leader_epoch)
 
 
 class _Reader:

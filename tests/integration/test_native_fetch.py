@@ -16,7 +16,6 @@ from pathlib import Path
 import pytest
 from confluent_kafka import TopicPartition
 
-from broker.process import TansuProcess
 from sparklog.errors import DataLossError, RangeReadError
 from sparklog.executor import read_range
 from sparklog.kafka_client import LATEST, ClientConfig, KafkaClient
@@ -24,6 +23,7 @@ from sparklog.options import parse_batch_options
 from sparklog.planner import OffsetRange
 from sparklog.reader_settings import ReaderSettings
 from tests.support.clients import admin, create_topic, produce
+from tests.support.tansu import TansuProcess
 
 
 def _settings(bootstrap: str, **options: str) -> ReaderSettings:

@@ -1,7 +1,9 @@
-"""Test support: encode real Kafka record batches v2 (varint records, optional compression).
+"""Test support: encode Kafka record batches v2 shaped as real clients send them, malformed ones too.
 
-Only for tests: it builds batches real clients would send, including malformed ones (the broker's own
-encoder, for __consumer_offsets, is broker/log/record_builder.py).
+Records and the batch frame come from the broker's own encoder (broker/log/record_builder.py); this
+module adds what only tests need: compression (every codec, xerial-framed snappy too; the broker
+never compresses), the transactional and control flags, gaps between offsets, empty batches and a
+wrong magic byte. Corrupt batches beyond that are made by editing the returned bytes.
 """
 from __future__ import annotations
 
@@ -9,36 +11,21 @@ import struct
 from typing import Sequence
 
 import cramjam
-import crc32c
 
-from broker.protocol.varint import write_uvarint
+from broker.log import record_builder
+from broker.log.record_builder import frame_batch, zigzag_varint
+
+__all__ = ["CODECS", "zigzag_varint", "encode_record", "compress", "encode_batch", "batch_of_size", "producer_batch"]
 
 CODECS = {"none": 0, "gzip": 1, "snappy": 2, "snappy-xerial": 2, "lz4": 3, "zstd": 4}
-_HEADER_AFTER_CRC = struct.Struct(">hiqqqhii")
-
-
-def zigzag_varint(value: int) -> bytes:
-    return write_uvarint((value << 1) ^ (value >> 63))
-
-
-def _bytes_field(b: bytes | None) -> bytes:
-    if b is None:
-        return zigzag_varint(-1)
-    return zigzag_varint(len(b)) + b
+_MAGIC_POS = 16   # outside the CRC, which covers the bytes from the attributes on
 
 
 def encode_record(offset_delta: int, timestamp_delta: int, key: bytes | None, value: bytes | None,
                   headers: Sequence[tuple[bytes, bytes | None]] = ()) -> bytes:
-    body = bytearray(b"\x00")
-    body += zigzag_varint(timestamp_delta)
-    body += zigzag_varint(offset_delta)
-    body += _bytes_field(key)
-    body += _bytes_field(value)
-    body += zigzag_varint(len(headers))
-    for hk, hv in headers:
-        body += _bytes_field(hk)
-        body += _bytes_field(hv)
-    return zigzag_varint(len(body)) + bytes(body)
+    """One record as a client encodes it (header keys as bytes), by the broker's encoder."""
+    return record_builder.encode_record(offset_delta, timestamp_delta, key, value,
+                                        [(hk.decode(), hv) for hk, hv in headers])
 
 
 def xerial_snappy(data: bytes, block: int = 32 * 1024) -> bytes:
@@ -79,19 +66,18 @@ def encode_batch(values: Sequence[bytes | None] = (b"v",), *, timestamps: Sequen
     n = len(values)
     ts = list(timestamps) if timestamps is not None else [1_000_000 + i for i in range(n)]
     base_ts = min(ts) if ts else -1
-    max_ts = max(ts) if ts else -1
     keys = list(keys) if keys is not None else [None] * n
     deltas = list(offset_deltas) if offset_deltas is not None else list(range(n))
     records = b"".join(encode_record(deltas[i], ts[i] - base_ts, keys[i], values[i], record_headers)
                        for i in range(n))
-    payload = compress(codec, records)
     attributes = CODECS[codec] | (0x08 if log_append_time else 0) | (0x10 if transactional else 0) \
         | (0x20 if control else 0)
-    after_crc = _HEADER_AFTER_CRC.pack(attributes, deltas[-1] if deltas else 0, base_ts, max_ts, producer_id,
-                                       producer_epoch, base_sequence, n) + payload
-    crc = crc32c.crc32c(after_crc)
-    batch_length = 4 + 1 + 4 + len(after_crc)   # leader epoch, magic, crc, rest
-    return struct.pack(">qiibI", base_offset, batch_length, partition_leader_epoch, magic, crc) + after_crc
+    batch = frame_batch(compress(codec, records), n, base_offset=base_offset,
+                        last_offset_delta=deltas[-1] if deltas else 0,
+                        base_timestamp=base_ts, max_timestamp=max(ts) if ts else -1, attributes=attributes,
+                        producer_id=producer_id, producer_epoch=producer_epoch, base_sequence=base_sequence,
+                        partition_leader_epoch=partition_leader_epoch)
+    return batch if magic == 2 else batch[:_MAGIC_POS] + bytes([magic]) + batch[_MAGIC_POS + 1:]
 
 
 def batch_of_size(size: int, *, timestamp: int = 1_000_000, **kw: object) -> bytes:

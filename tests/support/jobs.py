@@ -66,7 +66,7 @@ def assert_exactly_once(table: Path, app_id: str, bootstrap: str, topic: str, ex
     keys = list(zip(t.column("topic").to_pylist(), t.column("partition").to_pylist(), t.column("offset").to_pylist()))
     assert len(keys) == len(set(keys)), f"{len(keys) - len(set(keys))} duplicated records"
     ends = end_offsets(bootstrap, [topic])
-    produced = {(topic, p, o) for p, end in ends[topic].items() for o in range(end)}
+    produced = {(t, p, o) for (t, p), end in ends.items() for o in range(end)}
     assert set(keys) == produced, f"missing {len(produced - set(keys))}, unexpected {len(set(keys) - produced)}"
     assert len(keys) == expected
     assert OffsetManager(str(table), app_id).committed() == ends

@@ -1,5 +1,6 @@
 """The product's imports point one way: protocol and storage → broker → sparklog → connectors → jobs →
-the `pylog` command. Read from the source with `ast`, so a new upward edge or circle fails here."""
+the `pylog` command, and neither the product nor the benchmarks import the tests. Read from the
+source with `ast`, so a new upward edge or circle fails here."""
 from __future__ import annotations
 
 import ast
@@ -78,11 +79,19 @@ def test_no_product_module_imports_a_higher_layer_or_tests_or_bench():
               for m, deps in sorted(_graph().items()) for d in sorted(deps) if layer(d) > layer(m)]
     assert upward == []
     for m, f in _modules().items():
-        tree = ast.parse(f.read_text())
-        bad = [n for n in ast.walk(tree) if isinstance(n, (ast.Import, ast.ImportFrom))
-               and any(name.split(".")[0] in ("tests", "bench")
-                       for name in ([a.name for a in n.names] if isinstance(n, ast.Import) else [n.module or ""]))]
-        assert not bad, f"{m} imports tests or bench"
+        assert not _imports_of(f, ("tests", "bench")), f"{m} imports tests or bench"
+
+
+def _imports_of(path: Path, roots: tuple[str, ...]) -> list[ast.AST]:
+    """The import statements of `path` (function-level too) that import a package under `roots`."""
+    return [n for n in ast.walk(ast.parse(path.read_text())) if isinstance(n, (ast.Import, ast.ImportFrom))
+            and any(name.split(".")[0] in roots
+                    for name in ([a.name for a in n.names] if isinstance(n, ast.Import) else [n.module or ""]))]
+
+
+def test_benchmarks_never_import_the_tests():
+    bad = sorted(str(f.relative_to(REPO)) for f in (REPO / "bench").rglob("*.py") if _imports_of(f, ("tests",)))
+    assert bad == []
 
 
 def test_no_import_circles_beyond_the_known_ones():

@@ -1,0 +1,27 @@
+"""The pylog-delta options the jobs set (`writer_options`) read back as the sink reads them (`SinkOptions`)."""
+from __future__ import annotations
+
+import pytest
+
+from connectors.delta_sink import SinkOptionError, SinkOptions, writer_options
+
+
+def test_typed_values_round_trip_through_the_sinks_options(tmp_path):
+    opts = SinkOptions(writer_options(str(tmp_path / "t"), "app", partition_by=["topic", "day"], merge_schema=True,
+                                      generation=2, checkpoint=str(tmp_path / "ckpt"), batch_id=7, read_version=4,
+                                      offsets={("b", 1): 5, ("a", 0): 23}, topic_ids={"a": "id-a"}))
+    assert (opts.path, opts.app_id, opts.partition_by, opts.merge_schema) == (str(tmp_path / "t"), "app",
+                                                                              ["topic", "day"], True)
+    assert (opts.generation, opts.checkpoint, opts.batch_id, opts.read_version) == (2, str(tmp_path / "ckpt"), 7, 4)
+    assert opts.offsets == {("a", 0): 23, ("b", 1): 5} and opts.topic_ids == {"a": "id-a"}
+
+
+def test_unset_values_are_left_out_and_offsets_are_sparks_json(tmp_path):
+    assert writer_options("/t", "app") == {"path": "/t", "appId": "app", "mergeSchema": "false"}
+    assert writer_options("/t", "app", offsets={("t", 1): 9, ("t", 0): 3})["offsets"] == '{"t":{"0":3,"1":9}}'
+    assert SinkOptions(writer_options("/t", "app")).offsets is None
+
+
+def test_offsets_that_are_not_sparks_offset_json_are_named():
+    with pytest.raises(SinkOptionError, match="option 'offsets' must be JSON like"):
+        SinkOptions({"path": "/t", "offsets": '{"t":{"0":"x"}}'})
