@@ -12,7 +12,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Callable, Iterable, Mapping
 
-from broker.errors import InvalidConfigError
+from broker.errors import InvalidConfigError, InvalidRequestError
 
 LONG_MAX = 9223372036854775807
 
@@ -146,6 +146,30 @@ TOPIC_TO_BROKER_KEY: dict[str, str] = {
 }
 
 
+def render_setting(value: Any) -> str | None:
+    """A setting's value as Kafka prints it (booleans in lower case; None stays None)."""
+    if value is None:
+        return None
+    if isinstance(value, bool):
+        return str(value).lower()
+    return str(value)
+
+
+# Broker settings that may change while the broker runs (Kafka's dynamic broker configs, KIP-226): the
+# topic defaults (each topic config's primary broker synonym) and the connection limits.
+DYNAMIC_BROKER_KEYS: frozenset[str] = frozenset(TOPIC_TO_BROKER_KEY.values()) | {"max.connections",
+                                                                                  "max.connections.per.ip"}
+# Kafka's synonym chains: a setting and the older ones it falls back to, in order.
+BROKER_SYNONYMS: dict[str, tuple[str, ...]] = {
+    "log.retention.ms": ("log.retention.ms", "log.retention.minutes", "log.retention.hours"),
+    "log.roll.ms": ("log.roll.ms", "log.roll.hours"),
+    "log.flush.interval.ms": ("log.flush.interval.ms", "log.flush.scheduler.interval.ms"),
+}
+# Kafka's ConfigSource codes, as DescribeConfigs reports them.
+SOURCE_DYNAMIC_BROKER, SOURCE_DYNAMIC_DEFAULT, SOURCE_STATIC, SOURCE_DEFAULT = 2, 3, 4, 5
+DYNAMIC_SCOPES = ("broker", "default")     # `<broker.id>` and the cluster-wide default ("")
+
+
 @dataclass(frozen=True)
 class TopicConfig:
     """Effective settings of one topic: broker defaults with the topic's overrides applied. Built from
@@ -236,6 +260,8 @@ class BrokerConfig:
     def __init__(self, values: Mapping[str, Any] | None = None) -> None:
         self._values: dict[str, Any] = {k: d for k, (d, _, _) in BROKER_SETTINGS.items()}
         self._explicit: set[str] = set()
+        # dynamic settings (KIP-226), by scope; a broker's own win over the cluster-wide default
+        self._dynamic: dict[str, dict[str, Any]] = {scope: {} for scope in DYNAMIC_SCOPES}
         for key, raw in (values or {}).items():
             self.set(key, raw)
         self.validate()
@@ -264,10 +290,54 @@ class BrokerConfig:
         self._explicit.add(key)
 
     def __getitem__(self, key: str) -> Any:
+        for scope in DYNAMIC_SCOPES:
+            if key in self._dynamic[scope]:
+                return self._dynamic[scope][key]
         return self._values[key]
 
     def is_explicit(self, key: str) -> bool:
         return key in self._explicit
+
+    # --- dynamic settings (KIP-226) -------------------------------------------------------------
+
+    def dynamic(self, scope: str) -> dict[str, str | None]:
+        """The dynamic settings of `scope` ("broker" or "default"), rendered as strings."""
+        return {k: render_setting(v) for k, v in sorted(self._dynamic[scope].items())}
+
+    def set_dynamic(self, scope: str, settings: Mapping[str, str], *, check_only: bool = False) -> None:
+        """Replace `scope`'s dynamic settings; InvalidRequestError names any that cannot change at run time."""
+        fixed = sorted(k for k in settings if k in BROKER_SETTINGS and k not in DYNAMIC_BROKER_KEYS)
+        if fixed:
+            raise InvalidRequestError(f"Cannot update these configs dynamically: {', '.join(fixed)}")
+        parsed: dict[str, Any] = {}
+        for key, raw in settings.items():
+            if key not in BROKER_SETTINGS:
+                continue                      # Kafka accepts (and ignores) names it does not know
+            try:
+                parsed[key] = BROKER_SETTINGS[key][1](raw)
+            except (TypeError, ValueError) as e:
+                raise InvalidRequestError(f"Invalid value {raw} for configuration {key}: {e}") from None
+        if not check_only:
+            self._dynamic[scope] = parsed
+
+    def sources(self, key: str) -> list[tuple[str, Any, int]]:
+        """(name, value, source) of every level that sets `key` or a synonym, strongest first (Kafka's
+        synonyms); empty when nothing sets `key` itself (Kafka then reports no value and no synonyms,
+        though an older synonym such as log.retention.hours decides the effective value)."""
+        out: list[tuple[str, Any, int]] = []
+        if BROKER_SETTINGS[key][0] is None and key not in self._explicit \
+                and not any(key in self._dynamic[scope] for scope in DYNAMIC_SCOPES):
+            return out
+        for name in BROKER_SYNONYMS.get(key, (key,)):
+            for scope, source in zip(DYNAMIC_SCOPES, (SOURCE_DYNAMIC_BROKER, SOURCE_DYNAMIC_DEFAULT)):
+                if name in self._dynamic[scope]:
+                    out.append((name, self._dynamic[scope][name], source))
+            if name in self._explicit:
+                out.append((name, self._values[name], SOURCE_STATIC))
+            default = BROKER_SETTINGS[name][0]
+            if default is not None:
+                out.append((name, default, SOURCE_DEFAULT))
+        return out
 
     def validate(self) -> None:
         v = self._values
@@ -288,7 +358,7 @@ class BrokerConfig:
     # Derived values, resolved the way Kafka resolves them.
     @property
     def retention_ms(self) -> int:
-        v = self._values
+        v = self
         if v["log.retention.ms"] is not None:
             return v["log.retention.ms"]
         if v["log.retention.minutes"] is not None:
@@ -297,12 +367,12 @@ class BrokerConfig:
 
     @property
     def roll_ms(self) -> int:
-        v = self._values
+        v = self
         return v["log.roll.ms"] if v["log.roll.ms"] is not None else v["log.roll.hours"] * 3_600_000
 
     @property
     def flush_ms(self) -> int:
-        v = self._values
+        v = self
         return v["log.flush.interval.ms"] if v["log.flush.interval.ms"] is not None else v["log.flush.scheduler.interval.ms"]
 
     @property
@@ -318,8 +388,8 @@ class BrokerConfig:
         return self._values["advertised.port"] or self._values["port"]
 
     def topic_defaults(self) -> TopicConfig:
-        """The TopicConfig a topic without overrides gets."""
-        v = self._values
+        """The TopicConfig a topic without overrides gets (dynamic defaults included)."""
+        v = self
         return TopicConfig(
             cleanup_policy=v["log.cleanup.policy"],
             compression_type=v["compression.type"],

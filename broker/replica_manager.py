@@ -118,6 +118,12 @@ class ReplicaManager:
         for p in range(old, count):
             self.logs.create(name, p, config)
 
+    def set_topic_defaults(self, defaults: TopicConfig) -> None:
+        """New broker-level topic defaults (dynamic broker configs): every topic's config follows."""
+        self.registry.defaults = defaults
+        for info in self.registry:
+            self.logs.update_topic_config(info.name, self.registry.config_of(info.name))
+
     def set_topic_overrides(self, name: str, overrides: Mapping[str, str], validate_only: bool = False) -> TopicConfig:
         self.registry.require(name)
         if validate_only:

@@ -20,6 +20,7 @@ import time
 import uuid
 from pathlib import Path
 
+from broker import dynamic_configs
 from broker.apis.registry import API_TABLE
 from broker.cluster.producer_ids import ProducerIdManager
 from broker.cluster.topic_registry import TopicRegistry
@@ -96,6 +97,7 @@ class BrokerServer:
         self._raise_open_file_limit()
         self._lock_data_dir()
         cfg = self.config
+        dynamic_configs.load(cfg, self.data_dir)
         registry = TopicRegistry(self.data_dir, cfg.topic_defaults())
         logs = LogManager(self.data_dir, producer_id_expiration_ms=cfg["producer.id.expiration.ms"])
         replicas = ReplicaManager(cfg, registry, logs)

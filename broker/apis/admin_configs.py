@@ -1,21 +1,32 @@
-"""DescribeConfigs, AlterConfigs and IncrementalAlterConfigs for topics (and read-only broker configs).
+"""DescribeConfigs, AlterConfigs and IncrementalAlterConfigs for topics and brokers.
 
-AlterConfigs (the older API) replaces a topic's whole set of overrides with the given one, as Kafka
-does; IncrementalAlterConfigs applies SET/DELETE/APPEND/SUBTRACT to them.
+AlterConfigs (the older API) replaces a resource's whole set of overrides with the given one, as
+Kafka does; IncrementalAlterConfigs applies SET/DELETE/APPEND/SUBTRACT to them. A BROKER resource
+named "" is the cluster-wide dynamic default, one named by this broker's id its own dynamic
+settings (broker/dynamic_configs.py); describing it reports every setting with its source and, if
+asked, its synonyms, as Kafka does.
 """
 from __future__ import annotations
 
 from typing import Any
 
+from broker import dynamic_configs
 from broker.apis.common import error_result, field
-from broker.config import BROKER_SETTINGS, TOPIC_TO_BROKER_KEY, TopicConfig
+from broker.config import (
+    BROKER_SETTINGS,
+    DYNAMIC_BROKER_KEYS,
+    SOURCE_DEFAULT,
+    TOPIC_TO_BROKER_KEY,
+    TopicConfig,
+    render_setting,
+)
 from broker.context import BrokerContext
 from broker.errors import ErrorCode, InvalidConfigError, InvalidRequestError
 from broker.protocol.builder import build
 from broker.protocol.codec import Request, response_schema
 
 TOPIC, BROKER = 2, 4
-SOURCE_DYNAMIC_TOPIC, SOURCE_STATIC_BROKER, SOURCE_DEFAULT = 1, 4, 5
+SOURCE_DYNAMIC_TOPIC = 1     # Kafka ConfigSource TOPIC_CONFIG (the broker levels: broker.config)
 SET, DELETE, APPEND, SUBTRACT = 0, 1, 2, 3
 TYPE_BOOLEAN, TYPE_STRING, TYPE_INT, TYPE_LONG, TYPE_DOUBLE, TYPE_LIST = 1, 2, 3, 5, 6, 7
 _LIST_KEYS = {"cleanup.policy"}
@@ -33,12 +44,7 @@ def _config_type(value: Any, key: str) -> int:
     return TYPE_STRING
 
 
-def _render(value: Any) -> str | None:
-    if value is None:
-        return None
-    if isinstance(value, bool):
-        return str(value).lower()
-    return str(value)
+_render = render_setting
 
 
 def _topic_configs(ctx: BrokerContext, name: str, keys: Any, synonyms: bool, docs: bool) -> list[dict[str, Any]]:
@@ -51,34 +57,62 @@ def _topic_configs(ctx: BrokerContext, name: str, keys: Any, synonyms: bool, doc
         value = config.value_of(key)
         overridden = key in info.overrides
         broker_key = TOPIC_TO_BROKER_KEY[key]
+        levels = ctx.config.sources(broker_key)      # the broker's levels: dynamic, static, default
         entry: dict[str, Any] = {
             "name": key, "value": _render(value), "read_only": False, "is_sensitive": False,
-            "config_source": SOURCE_DYNAMIC_TOPIC if overridden else (SOURCE_STATIC_BROKER if ctx.config.is_explicit(broker_key) else SOURCE_DEFAULT),
+            "config_source": SOURCE_DYNAMIC_TOPIC if overridden else (levels[0][2] if levels else SOURCE_DEFAULT),
             "is_default": not overridden, "config_type": _config_type(value, key),
             "documentation": BROKER_SETTINGS[broker_key][2] if docs else None, "synonyms": [],
         }
         if synonyms:
             if overridden:
                 entry["synonyms"].append({"name": key, "value": info.overrides[key], "source": SOURCE_DYNAMIC_TOPIC})
-            entry["synonyms"].append({"name": broker_key, "value": _render(ctx.config[broker_key]),
-                                      "source": SOURCE_STATIC_BROKER if ctx.config.is_explicit(broker_key) else SOURCE_DEFAULT})
+            entry["synonyms"] += [{"name": n, "value": _render(v), "source": s} for n, v, s in levels]
         out.append(entry)
     return out
 
 
-def _broker_configs(ctx: BrokerContext, name: str, keys: Any, docs: bool) -> list[dict[str, Any]]:
-    if name not in ("", str(ctx.node_id)):
-        raise InvalidRequestError(f"Broker '{name}' is not this broker ({ctx.node_id})")
+def _broker_configs(ctx: BrokerContext, name: str, keys: Any, synonyms: bool, docs: bool) -> list[dict[str, Any]]:
+    """Every setting of this broker (name = its id) with its source, or the dynamic defaults (name "")."""
+    scope = dynamic_configs.scope_of(name, ctx.node_id)
+    cfg = ctx.config
+    wanted = sorted(cfg.dynamic("default")) if scope == "default" else sorted(BROKER_SETTINGS)
     out: list[dict[str, Any]] = []
-    for key, (_, _, doc) in sorted(BROKER_SETTINGS.items()):
+    for key in wanted:
         if keys is not None and key not in keys:
             continue
-        value = ctx.config[key]
-        explicit = ctx.config.is_explicit(key)
-        out.append({"name": key, "value": _render(value), "read_only": True, "is_sensitive": False,
-                    "config_source": SOURCE_STATIC_BROKER if explicit else SOURCE_DEFAULT, "is_default": not explicit,
-                    "config_type": _config_type(value, key), "documentation": doc if docs else None, "synonyms": []})
+        levels = cfg.sources(key)
+        if scope == "default":
+            levels = [lv for lv in levels if lv[2] == 3]     # DYNAMIC_DEFAULT_BROKER_CONFIG only
+        value, source = (render_setting(levels[0][1]), levels[0][2]) if levels else (None, SOURCE_DEFAULT)
+        out.append({"name": key, "value": value, "read_only": key not in DYNAMIC_BROKER_KEYS, "is_sensitive": False,
+                    "config_source": source, "is_default": source == SOURCE_DEFAULT,
+                    "config_type": _config_type(BROKER_SETTINGS[key][0], key),
+                    "documentation": BROKER_SETTINGS[key][2] if docs else None,
+                    "synonyms": [{"name": n, "value": render_setting(v), "source": s} for n, v, s in levels]
+                    if synonyms else []})
     return out
+
+
+def _alter_broker(ctx: BrokerContext, name: str, settings: dict[str, str], validate_only: bool) -> None:
+    scope = dynamic_configs.scope_of(name, ctx.node_id)
+    dynamic_configs.apply(ctx.config, ctx.replicas, ctx.config.data_dir, scope, settings, validate_only)
+
+
+def _broker_operations(current: dict[str, str | None], ops: Any) -> dict[str, str]:
+    """A scope's dynamic settings after IncrementalAlterConfigs operations (SET and DELETE)."""
+    new = {k: v for k, v in current.items() if v is not None}
+    for op in ops:
+        if op.config_operation == SET:
+            if op.value is None:
+                raise InvalidRequestError(f"Null value not supported for broker config '{op.name}'")
+            new[op.name] = op.value
+        elif op.config_operation == DELETE:
+            new.pop(op.name, None)
+        else:
+            raise InvalidRequestError(f"Config operation {op.config_operation} is not supported for broker config "
+                                      f"'{op.name}'")
+    return new
 
 
 def handle_describe_configs(ctx: BrokerContext, req: Request) -> Any:
@@ -91,7 +125,8 @@ def handle_describe_configs(ctx: BrokerContext, req: Request) -> Any:
             if r.resource_type == TOPIC:
                 entry["configs"] = _topic_configs(ctx, r.resource_name, keys, field(body, "include_synonyms", False), field(body, "include_documentation", False))
             elif r.resource_type == BROKER:
-                entry["configs"] = _broker_configs(ctx, r.resource_name, keys, field(body, "include_documentation", False))
+                entry["configs"] = _broker_configs(ctx, r.resource_name, keys, field(body, "include_synonyms", False),
+                                                   field(body, "include_documentation", False))
             else:
                 raise InvalidRequestError(f"Unsupported resource type {r.resource_type}; pylog describes topics (2) and brokers (4)")
         except Exception as e:  # noqa: BLE001
@@ -132,8 +167,16 @@ def handle_alter_configs(ctx: BrokerContext, req: Request) -> Any:
         entry: dict[str, Any] = {"resource_type": r.resource_type, "resource_name": r.resource_name,
                                  "error_code": ErrorCode.none}
         try:
+            if r.resource_type == BROKER:
+                for c in r.configs:
+                    if c.value is None:
+                        raise InvalidRequestError(f"Null value not supported for broker config '{c.name}'")
+                _alter_broker(ctx, r.resource_name, {c.name: c.value for c in r.configs}, body.validate_only)
+                results.append(entry)
+                continue
             if r.resource_type != TOPIC:
-                raise InvalidRequestError("pylog alters topic configs only; broker settings are static (conf/broker.properties)")
+                raise InvalidRequestError(f"Unsupported resource type {r.resource_type}; pylog alters topics (2) "
+                                          "and brokers (4)")
             ctx.replicas.registry.require(r.resource_name)
             overrides = {}
             for c in r.configs:
@@ -155,8 +198,15 @@ def handle_incremental_alter_configs(ctx: BrokerContext, req: Request) -> Any:
     for r in body.resources:
         entry: dict[str, Any] = {"resource_type": r.resource_type, "resource_name": r.resource_name, "error_code": ErrorCode.none}
         try:
+            if r.resource_type == BROKER:
+                scope = dynamic_configs.scope_of(r.resource_name, ctx.node_id)
+                _alter_broker(ctx, r.resource_name, _broker_operations(ctx.config.dynamic(scope), r.configs),
+                              body.validate_only)
+                results.append(entry)
+                continue
             if r.resource_type != TOPIC:
-                raise InvalidRequestError("pylog alters topic configs only; broker settings are static (conf/broker.properties)")
+                raise InvalidRequestError(f"Unsupported resource type {r.resource_type}; pylog alters topics (2) "
+                                          "and brokers (4)")
             info = ctx.replicas.registry.require(r.resource_name)
             overrides = apply_operations(info.overrides, ctx.replicas.registry.defaults, r.configs)
             ctx.replicas.set_topic_overrides(r.resource_name, overrides, body.validate_only)

@@ -1,0 +1,58 @@
+"""Dynamic broker configs (KIP-226): settings changed at run time through the admin APIs, kept across restarts.
+
+Two scopes, as in Kafka: this broker's own (`resource_name` = its broker id) and the cluster-wide
+default (`resource_name` = ""); a broker's own setting wins over the default, which wins over
+server.properties (`BrokerConfig` resolves the order and reports each level as a synonym). Only
+`DYNAMIC_BROKER_KEYS` may change; the topic defaults among them apply at once to every topic
+without its own override. The settings live in `dynamic-broker-configs.json` in the data
+directory, written atomically, and are loaded before anything reads the config at start.
+"""
+from __future__ import annotations
+
+import json
+import logging
+from pathlib import Path
+from typing import TYPE_CHECKING, Mapping
+
+from broker.config import DYNAMIC_SCOPES, BrokerConfig
+from broker.errors import InvalidRequestError
+from broker.log.fileutil import atomic_write
+
+if TYPE_CHECKING:
+    from broker.replica_manager import ReplicaManager
+
+log = logging.getLogger(__name__)
+
+FILE_NAME = "dynamic-broker-configs.json"
+
+
+def scope_of(resource_name: str, node_id: int) -> str:
+    """The scope a BROKER resource names: "" is the cluster default, the broker's id its own."""
+    if resource_name == "":
+        return "default"
+    if resource_name == str(node_id):
+        return "broker"
+    raise InvalidRequestError(f"Unexpected broker id, expected {node_id} or empty string, but received {resource_name}")
+
+
+def load(config: BrokerConfig, data_dir: Path) -> None:
+    """Apply the dynamic settings kept in `data_dir` (none on a fresh one)."""
+    path = data_dir / FILE_NAME
+    if not path.exists():
+        return
+    kept = json.loads(path.read_text())
+    for scope in DYNAMIC_SCOPES:
+        config.set_dynamic(scope, kept.get(scope, {}))
+    log.info("dynamic broker configs: %s", {s: config.dynamic(s) for s in DYNAMIC_SCOPES if config.dynamic(s)})
+
+
+def apply(config: BrokerConfig, replicas: "ReplicaManager", data_dir: Path, scope: str,
+          settings: Mapping[str, str], validate_only: bool = False) -> None:
+    """Replace `scope`'s dynamic settings, keep them on disk, and give topics the new defaults."""
+    config.set_dynamic(scope, settings, check_only=validate_only)
+    if validate_only:
+        return
+    data_dir.mkdir(parents=True, exist_ok=True)
+    atomic_write(data_dir / FILE_NAME, json.dumps({s: config.dynamic(s) for s in DYNAMIC_SCOPES},
+                                                  sort_keys=True).encode())
+    replicas.set_topic_defaults(config.topic_defaults())
