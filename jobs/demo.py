@@ -56,7 +56,7 @@ def produce_events(bootstrap: str) -> float:
         ev = sample_event(i, now)
         while True:
             try:
-                p.produce(TOPIC, key=str(ev["user_id"]).encode(), value=json.dumps(ev).encode(), timestamp=int(ev["ts"]),
+                p.produce(TOPIC, key=str(ev["user_id"]).encode(), value=json.dumps(ev).encode(), timestamp=int(str(ev["ts"])),
                           on_delivery=lambda err, msg: failures.append(str(err)) if err else None)
                 break
             except BufferError:

@@ -95,7 +95,7 @@ class OffsetReader:
         else:
             pattern = re.compile(strategy.pattern)
             names = [t for t in md.topics if not t.startswith("__") and pattern.fullmatch(t)]
-        out = []
+        out: list[off.TopicPartition] = []
         for name in names:
             tmeta = md.topics[name]
             if tmeta.error is not None and not tmeta.partitions:

@@ -167,7 +167,7 @@ def jaas_to_sasl(jaas: str, mechanism: str | None) -> dict[str, str]:
     """
     m = _JAAS.match(jaas)
     kind = _JAAS_MODULES.get(m.group("module")) if m else None
-    if kind is None:
+    if m is None or kind is None:
         raise OptionError("Kafka option 'kafka.sasl.jaas.config' is a Java JAAS setting; only PlainLoginModule and "
                           "ScramLoginModule with username and password translate to the Kafka client used here. "
                           "For GSSAPI or OAUTHBEARER set the librdkafka options instead (e.g. "

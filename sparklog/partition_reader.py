@@ -177,12 +177,12 @@ class RangeReader:
                     eof, reopen = self._on_errors(errors, msgs)
                     msgs = [m for m in msgs if m.error() is None]
                 if msgs:
-                    if msgs[0].offset() < self.next_offset:
-                        msgs = msgs[bisect_left(msgs, self.next_offset, key=Message.offset):]
-                    if msgs and msgs[-1].offset() >= self.end:
-                        msgs = msgs[:bisect_left(msgs, self.end, key=Message.offset)]
+                    if _offset(msgs[0]) < self.next_offset:
+                        msgs = msgs[bisect_left(msgs, self.next_offset, key=_offset):]
+                    if msgs and _offset(msgs[-1]) >= self.end:
+                        msgs = msgs[:bisect_left(msgs, self.end, key=_offset)]
                     if msgs:
-                        self.next_offset = msgs[-1].offset() + 1
+                        self.next_offset = _offset(msgs[-1]) + 1
                         pending.extend(msgs)
                         deadline = time.monotonic() + self.s.poll_timeout_ms / 1000.0
                         self._failures = 0
@@ -206,3 +206,10 @@ class RangeReader:
 
     def _batch(self, messages: list[Message]) -> pa.RecordBatch:
         return to_record_batch(messages, self.rng.topic, self.rng.partition, self._schema, self.s.include_headers)
+
+
+def _offset(m: Message) -> int:
+    """A fetched message's offset (librdkafka's typing allows None only for messages without one)."""
+    offset = m.offset()
+    assert offset is not None
+    return offset
