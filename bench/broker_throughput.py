@@ -48,6 +48,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 import _common  # noqa: E402
+from peers import tansu  # noqa: E402  (on the path through _common)
 
 MB = 1_000_000
 FETCH_MAX_BYTES = 64 * 1024 * 1024
@@ -214,12 +215,14 @@ class Brokers:
     def __init__(self, workdir: Path) -> None:
         self.workdir = workdir
         self.procs: dict[str, _common.BrokerProc] = {}
-        self.restarts = {"pylog": 0, "tansu": 0}
+        self.restarts = {"pylog": 0, "tansu": 0, "kafka": 0}
 
     def start(self, name: str) -> _common.BrokerProc:
         if name == "pylog":
             data = self.workdir / f"pylog-data-{self.restarts['pylog']}"
             bp = _common.start_pylog(data, log_path=self.workdir / "pylog.log")
+        elif name == "kafka":
+            bp = _common.start_kafka(self.workdir / f"kafka-{self.restarts['kafka']}")
         else:
             bp = _common.start_tansu(self.workdir / "tansu.log")
         self.procs[name] = bp
@@ -251,7 +254,7 @@ def machine_info() -> dict:
     import confluent_kafka
 
     try:
-        tansu_version = subprocess.run([str(_common.tansu_binary()), "--version"], capture_output=True,
+        tansu_version = subprocess.run([str(tansu.tansu_binary()), "--version"], capture_output=True,
                                        text=True, timeout=10).stdout.strip()
     except Exception:  # noqa: BLE001
         tansu_version = "?"
@@ -280,7 +283,8 @@ def main() -> int:
     ap.add_argument("--latency-rates", default="10000,1000",
                     help="comma list of records/s for the latency test (default 10000,1000)")
     ap.add_argument("--latency-seconds", type=float, default=None, help="length of the latency test (default 5)")
-    ap.add_argument("--brokers", default="pylog,tansu", help="comma list out of pylog,tansu")
+    ap.add_argument("--brokers", default="pylog,tansu", help="comma list out of pylog,tansu,kafka (Apache Kafka 3.9, "
+                    "KRaft, heap 1 GB, from the jars `make test` fetches)")
     ap.add_argument("--skip", default="", help="comma list out of produce,latency (consume needs produce)")
     ap.add_argument("--workdir", type=Path, default=None, help="parent of the temporary pylog data dir")
     ap.add_argument("--out", type=Path, default=None,
@@ -371,7 +375,8 @@ def main() -> int:
         "machine": machine_info(),
         "settings": {"reps": reps, "records_100b": n100, "records_1k": n1k, "latency_rates": latency_rates,
                      "latency_seconds": lat_s, "fetch_max_bytes": FETCH_MAX_BYTES, "fetch_queue_backoff_ms": FETCH_QUEUE_BACKOFF_MS, "quick": args.quick,
-                     "pylog": "defaults (disk, no fsync per message)", "tansu": "memory://tansu/"},
+                     "pylog": "defaults (disk, no fsync per message)", "tansu": "memory://tansu/",
+                     "kafka": "Apache Kafka 3.9.1 KRaft one node, heap 1 GB, peers/kafka.py settings"},
         "wall_seconds": round(time.monotonic() - begun, 1),
         "loadavg_before": [round(x, 2) for x in load_before],
         "loadavg_after": [round(x, 2) for x in os.getloadavg()],
@@ -417,8 +422,9 @@ def summarize(results: dict, brokers: list[str]) -> list[dict]:
                 row[b] = median_of(by_broker.get(b, []), key)
                 row[f"{b}_runs"] = [round(r[key], 2) if r.get(key) is not None else None for r in by_broker.get(b, [])]
                 row[f"{b}_failed"] = sum(1 for r in by_broker.get(b, []) if "failed" in r or r.get("errors"))
-            if "pylog" in brokers and "tansu" in brokers and row["pylog"] and row["tansu"]:
-                row["ratio_pylog_over_tansu"] = row["pylog"] / row["tansu"]
+            for peer in brokers:
+                if peer != "pylog" and "pylog" in brokers and row["pylog"] and row[peer]:
+                    row[f"ratio_pylog_over_{peer}"] = row["pylog"] / row[peer]
             rows.append(row)
     return rows
 
@@ -427,21 +433,24 @@ def print_table(summary: list[dict], brokers: list[str], doc: dict) -> None:
     from rich.console import Console
     from rich.table import Table
 
-    t = Table(title=f"pylog vs Tansu, median of {doc['settings']['reps']} "
+    peers = [b for b in brokers if b != "pylog"]
+    t = Table(title=f"pylog vs {', '.join(peers)}, median of {doc['settings']['reps']} "
                     f"({doc['machine']['cores']} cores, {doc['date']})")
     t.add_column("figure")
     t.add_column("unit")
     for b in brokers:
         t.add_column(b, justify="right")
-    t.add_column("pylog/tansu", justify="right")
+    for peer in peers:
+        t.add_column(f"pylog/{peer}", justify="right")
     t.add_column("note")
     for row in summary:
         cells = [row["figure"], row["unit"]]
         for b in brokers:
             v = row[b]
             cells.append("-" if v is None else (f"{v:,.0f}" if row["unit"] == "rec/s" else f"{v:,.2f}"))
-        ratio = row.get("ratio_pylog_over_tansu")
-        cells.append("-" if ratio is None else f"{ratio:.2f}")
+        for peer in peers:
+            ratio = row.get(f"ratio_pylog_over_{peer}")
+            cells.append("-" if ratio is None else f"{ratio:.2f}")
         bad = [f"{b}: {row[f'{b}_failed']} failed" for b in brokers if row[f"{b}_failed"]]
         lower = row["unit"] in ("ms", "cpu us/rec")
         cells.append(", ".join(bad) + (" (lower is better)" if lower else ""))

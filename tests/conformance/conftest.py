@@ -15,7 +15,7 @@ from kio.schema.find_coordinator.v4.request import FindCoordinatorRequest
 
 from broker.process import BrokerProcess
 from tests.support.differential import Pair
-from tests.support.kafka_broker import KafkaBroker
+from peers.kafka import KafkaBroker
 
 
 @pytest.fixture(scope="session")

@@ -16,7 +16,7 @@ from confluent_kafka import Producer, KafkaException
 
 from broker.process import ServerProcess
 from tests.support.broker_process import BrokerProcess
-from tests.support.kafka_broker import KafkaBroker
+from peers.kafka import KafkaBroker
 
 REPO = Path(__file__).resolve().parents[2]
 

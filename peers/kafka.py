@@ -1,0 +1,101 @@
+"""Apache Kafka itself as a test and benchmark peer: a single-node KRaft broker (combined broker and controller).
+
+`KafkaBroker` formats a fresh log directory with `kafka.tools.StorageTool` and runs `kafka.Kafka` on a
+loopback port from the jars `make` copies into .cache/jars/kafka-broker (jvm/kafka-broker.xml: Kafka
+3.9 from Maven Central). Settings are Kafka's own, tuned only for a one-node test cluster (replication
+factors of 1, no initial rebalance delay). Starting takes a few seconds; share one per test module.
+"""
+from __future__ import annotations
+
+import base64
+import shutil
+import subprocess
+import uuid
+from pathlib import Path
+
+from broker.process import HOST, ServerProcess, free_port
+
+REPO = Path(__file__).resolve().parents[1]
+JARS = REPO / ".cache" / "jars" / "kafka-broker"
+
+
+def _java() -> str:
+    java = shutil.which("java")
+    if java is None:
+        raise RuntimeError("java is not on PATH (make installs default-jre-headless)")
+    return java
+
+
+def _classpath() -> str:
+    if not any(JARS.glob("kafka_2.13-*.jar")):
+        raise RuntimeError(f"Apache Kafka's jars are missing from {JARS}: run `make test` (it fetches them with Maven)")
+    return f"{JARS}/*"
+
+
+class KafkaBroker(ServerProcess):
+    """Apache Kafka, KRaft mode, one node; `settings` are added to (or override) server.properties."""
+
+    name = "apache-kafka"
+
+    def __init__(self, workdir: Path, settings: dict[str, object] | None = None, heap: str = "512m") -> None:
+        super().__init__(workdir)
+        self.heap = heap
+        self.controller_port = free_port()
+        self.settings = dict(settings or {})
+        self.config_path = self.workdir / "server.properties"
+
+    def properties(self) -> dict[str, object]:
+        props: dict[str, object] = {
+            "process.roles": "broker,controller",
+            "node.id": 1,
+            "controller.quorum.voters": f"1@{HOST}:{self.controller_port}",
+            "listeners": f"PLAINTEXT://{HOST}:{self.port},CONTROLLER://{HOST}:{self.controller_port}",
+            "advertised.listeners": f"PLAINTEXT://{HOST}:{self.port}",
+            "controller.listener.names": "CONTROLLER",
+            "listener.security.protocol.map": "PLAINTEXT:PLAINTEXT,CONTROLLER:PLAINTEXT",
+            "inter.broker.listener.name": "PLAINTEXT",
+            "log.dirs": str(self.workdir / "logs"),
+            "num.partitions": 1,
+            "offsets.topic.replication.factor": 1,
+            "offsets.topic.num.partitions": 4,
+            "transaction.state.log.replication.factor": 1,
+            "transaction.state.log.min.isr": 1,
+            "group.initial.rebalance.delay.ms": 0,
+            "auto.create.topics.enable": "false",
+        }
+        props.update(self.settings)
+        return props
+
+    def _write_config(self) -> None:
+        self.workdir.mkdir(parents=True, exist_ok=True)
+        self.config_path.write_text("".join(f"{k}={v}\n" for k, v in self.properties().items()))
+        (self.workdir / "log4j.properties").write_text(
+            "log4j.rootLogger=WARN, stdout\n"
+            "log4j.appender.stdout=org.apache.log4j.ConsoleAppender\n"
+            "log4j.appender.stdout.layout=org.apache.log4j.PatternLayout\n"
+            "log4j.appender.stdout.layout.ConversionPattern=[%d] %p %m (%c)%n\n")
+
+    def _jvm(self, main: str) -> list[str]:
+        return [_java(), "-Xms256m", f"-Xmx{self.heap}", "-XX:+UseG1GC", "-Djava.awt.headless=true",
+                f"-Dlog4j.configuration=file:{self.workdir / 'log4j.properties'}", "-cp", _classpath(), main]
+
+    def command(self) -> list[str]:
+        return self._jvm("kafka.Kafka") + [str(self.config_path)]
+
+    def format(self) -> None:
+        """Write the cluster's meta.properties into the log directory (once per fresh directory)."""
+        if (self.workdir / "logs" / "meta.properties").exists():
+            return
+        self._write_config()
+        cluster_id = base64.urlsafe_b64encode(uuid.uuid4().bytes).rstrip(b"=").decode()
+        done = subprocess.run(self._jvm("kafka.tools.StorageTool") + ["format", "-t", cluster_id, "-c",
+                                                                      str(self.config_path)],
+                              capture_output=True, text=True, timeout=120)
+        if done.returncode != 0:
+            raise RuntimeError(f"formatting Kafka's storage failed: {done.stdout}{done.stderr}")
+
+    def start(self, timeout: float = 90.0) -> "KafkaBroker":
+        self.format()
+        self._write_config()
+        super().start(timeout)
+        return self
