@@ -13,6 +13,11 @@ Cases: 100 B and 1 KB records, uncompressed and lz4 (librdkafka: linger.ms 5, ba
 acks 1, one pre-built random payload), one partition. Reported: median records/s of `--reps`
 runs per broker and case, the on/off ratio, and the broker's CPU microseconds per record.
 
+With one Python client on 2 cores the client is the bottleneck and the broker's CPU per record is
+below the clock's resolution, so `--append` also times the broker's own produce path in process,
+without a client: `PartitionLog.append` of 1 MB batches (as librdkafka sends them) into a temporary
+log, with and without the record walk, alternately; it reports records/s of the append path.
+
 Usage:
   .venv/bin/python bench/produce_validation.py                # 3 reps, 300k x 100 B, 100k x 1 KB
   .venv/bin/python bench/produce_validation.py --reps 5 --records 500000
@@ -72,16 +77,54 @@ def measure(bp: _common.BrokerProc, topic: str, count: int, size: int, codec: st
     return result
 
 
+def append_path(reps: int) -> int:
+    """PartitionLog.append of 1 MB batches, record walk on and off, alternately; records/s (median)."""
+    from broker.config import TopicConfig
+    from broker.log import partition_log, record_batch
+    from broker.log.partition_log import PartitionLog
+
+    shipped = partition_log.validate_batches
+
+    def headers_only(buf, max_batch_bytes, **_ignored):  # type: ignore[no-untyped-def]
+        return record_batch._check_headers(buf, max_batch_bytes)
+
+    print(f"{'case':<14}{'on rec/s':>14}{'off rec/s':>14}{'on/off':>8}")
+    for size, codec in [(100, "none"), (1000, "none"), (100, "lz4"), (1000, "lz4")]:
+        count = (1 << 20) // (size + 10)
+        payload = os.urandom(size // 2) * 2
+        batch = _common.encode_batch([payload] * count, codec=codec)
+        rates: dict[str, list[float]] = {"on": [], "off": []}
+        for rep in range(reps):
+            for name in (("on", "off") if rep % 2 == 0 else ("off", "on")):
+                partition_log.validate_batches = shipped if name == "on" else headers_only
+                with tempfile.TemporaryDirectory() as d:
+                    plog = PartitionLog(Path(d) / "t-0", "t", 0, TopicConfig.default(max_message_bytes=4 << 20),
+                                        recover=False)
+                    started = time.perf_counter()
+                    for _ in range(50):
+                        plog.append(batch)
+                    rates[name].append(50 * count / (time.perf_counter() - started))
+                    plog.close()
+        partition_log.validate_batches = shipped
+        on, off = statistics.median(rates["on"]), statistics.median(rates["off"])
+        print(f"{size:>5} B {codec:<7}{on:>14,.0f}{off:>14,.0f}{on / off:>8.2f}")
+    print(f"\nmachine: {os.cpu_count()} cores, load {os.getloadavg()[0]:.2f}; reps {reps}, 50 x 1 MB batches each")
+    return 0
+
+
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0], epilog=__doc__,
                                  formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--reps", type=int, default=3)
     ap.add_argument("--records", type=int, default=300_000, help="records per 100 B run (1 KB runs: a third)")
+    ap.add_argument("--append", action="store_true", help="time the in-process append path only")
     ap.add_argument("--worker", default=None, help=argparse.SUPPRESS)
     args = ap.parse_args()
     if args.worker:
         print(json.dumps(worker(**json.loads(args.worker))))
         return 0
+    if args.append:
+        return append_path(args.reps)
     work = Path(tempfile.mkdtemp(prefix="pylog-validation-bench-"))
     brokers = {
         "on": _common.start_pylog(work / "on"),
