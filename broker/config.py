@@ -90,7 +90,8 @@ BROKER_SETTINGS: dict[str, tuple[Any, Callable[[Any], Any], str]] = {
     "log.segment.bytes": (1073741824, _int, "Roll a segment at this size (topic: segment.bytes)."),
     "log.roll.ms": (None, _int, "Roll a segment this old (topic: segment.ms)."),
     "log.roll.hours": (168, _int, "Roll a segment this old, if log.roll.ms is unset."),
-    "log.roll.jitter.ms": (0, _int, "Random jitter subtracted from segment.ms (topic: segment.jitter.ms)."),
+    "log.roll.jitter.ms": (None, _int, "Random jitter subtracted from segment.ms (topic: segment.jitter.ms)."),
+    "log.roll.jitter.hours": (0, _int, "Jitter in hours, if log.roll.jitter.ms is unset."),
     "log.retention.ms": (None, _int, "Delete segments older than this; -1 keeps forever (topic: retention.ms)."),
     "log.retention.minutes": (None, _int, "Retention in minutes, if log.retention.ms is unset."),
     "log.retention.hours": (168, _int, "Retention in hours, if neither of the above is set."),
@@ -122,6 +123,25 @@ BROKER_SETTINGS: dict[str, tuple[Any, Callable[[Any], Any], str]] = {
     "group.min.session.timeout.ms": (6000, _int, "Smallest session timeout a member may ask for."),
     "group.max.session.timeout.ms": (1800000, _int, "Largest session timeout a member may ask for."),
     "zookeeper.connect": (None, _str, "ZooKeeper connect string; unset runs the embedded single broker."),
+    # Kafka's other topic defaults: accepted and reported as Kafka does; enforced where pylog has the feature
+    "log.message.timestamp.before.max.ms": (LONG_MAX, _int, "Reject records this much older than the broker's clock "
+                                            "(topic: message.timestamp.before.max.ms)."),
+    "log.message.timestamp.after.max.ms": (LONG_MAX, _int, "Reject records this much newer than the broker's clock "
+                                           "(topic: message.timestamp.after.max.ms)."),
+    "log.message.timestamp.difference.max.ms": (LONG_MAX, _int, "Deprecated bound on both (topic: "
+                                                "message.timestamp.difference.max.ms)."),
+    "compression.gzip.level": (-1, _int, "gzip level when a topic's compression.type recompresses to gzip."),
+    "compression.lz4.level": (9, _int, "lz4 level when a topic's compression.type recompresses to lz4."),
+    "compression.zstd.level": (3, _int, "zstd level when a topic's compression.type recompresses to zstd."),
+    "log.cleaner.min.compaction.lag.ms": (0, _int, "Accepted; pylog's cleaner compacts only sealed segments "
+                                          "(topic: min.compaction.lag.ms)."),
+    "log.cleaner.max.compaction.lag.ms": (LONG_MAX, _int, "Accepted (topic: max.compaction.lag.ms)."),
+    "unclean.leader.election.enable": (False, _bool, "Accepted; one broker has no other replica to elect."),
+    "log.preallocate": (False, _bool, "Accepted; segment files are not preallocated (topic: preallocate)."),
+    "log.message.downconversion.enable": (True, _bool, "Accepted; pylog serves record batch v2 only."),
+    "log.message.format.version": ("3.0-IV1", _str, "Accepted; pylog writes record batch v2 only."),
+    "log.local.retention.ms": (-2, _int, "Accepted; no tiered storage (topic: local.retention.ms)."),
+    "log.local.retention.bytes": (-2, _int, "Accepted; no tiered storage (topic: local.retention.bytes)."),
 }
 
 # Topic-level config name -> the broker setting it defaults from.
@@ -143,7 +163,37 @@ TOPIC_TO_BROKER_KEY: dict[str, str] = {
     "segment.index.bytes": "log.index.size.max.bytes",
     "segment.jitter.ms": "log.roll.jitter.ms",
     "segment.ms": "log.roll.ms",
+    "message.timestamp.before.max.ms": "log.message.timestamp.before.max.ms",
+    "message.timestamp.after.max.ms": "log.message.timestamp.after.max.ms",
+    "message.timestamp.difference.max.ms": "log.message.timestamp.difference.max.ms",
+    "compression.gzip.level": "compression.gzip.level",
+    "compression.lz4.level": "compression.lz4.level",
+    "compression.zstd.level": "compression.zstd.level",
+    "min.compaction.lag.ms": "log.cleaner.min.compaction.lag.ms",
+    "max.compaction.lag.ms": "log.cleaner.max.compaction.lag.ms",
+    "unclean.leader.election.enable": "unclean.leader.election.enable",
+    "preallocate": "log.preallocate",
+    "message.downconversion.enable": "log.message.downconversion.enable",
+    "message.format.version": "log.message.format.version",
+    "local.retention.ms": "log.local.retention.ms",
+    "local.retention.bytes": "log.local.retention.bytes",
 }
+# Topic configs with no broker setting behind them: (default, parser); accepted and reported as Kafka
+# does (replication throttles and tiered storage do not exist in a one-broker pylog).
+TOPIC_ONLY: dict[str, tuple[Any, Callable[[Any], Any]]] = {
+    "follower.replication.throttled.replicas": ("", _str),
+    "leader.replication.throttled.replicas": ("", _str),
+    "remote.storage.enable": (False, _bool),
+    "remote.log.copy.disable": (False, _bool),
+    "remote.log.delete.on.disable": (False, _bool),
+}
+TOPIC_KEYS: frozenset[str] = frozenset(TOPIC_TO_BROKER_KEY) | frozenset(TOPIC_ONLY)
+# TopicConfig fields that topic_defaults() resolves by hand (synonym chains, parsing); the others copy their setting
+_DERIVED_TOPIC_FIELDS = frozenset({
+    "cleanup_policy", "compression_type", "delete_retention_ms", "file_delete_delay_ms", "flush_messages", "flush_ms",
+    "index_interval_bytes", "max_message_bytes", "message_timestamp_type", "min_cleanable_dirty_ratio",
+    "min_insync_replicas", "retention_bytes", "retention_ms", "segment_bytes", "segment_index_bytes",
+    "segment_jitter_ms", "segment_ms"})
 
 
 def render_setting(value: Any) -> str | None:
@@ -164,6 +214,7 @@ BROKER_SYNONYMS: dict[str, tuple[str, ...]] = {
     "log.retention.ms": ("log.retention.ms", "log.retention.minutes", "log.retention.hours"),
     "log.roll.ms": ("log.roll.ms", "log.roll.hours"),
     "log.flush.interval.ms": ("log.flush.interval.ms", "log.flush.scheduler.interval.ms"),
+    "log.roll.jitter.ms": ("log.roll.jitter.ms", "log.roll.jitter.hours"),
 }
 # Kafka's ConfigSource codes, as DescribeConfigs reports them.
 SOURCE_DYNAMIC_BROKER, SOURCE_DYNAMIC_DEFAULT, SOURCE_STATIC, SOURCE_DEFAULT = 2, 3, 4, 5
@@ -192,6 +243,25 @@ class TopicConfig:
     segment_index_bytes: int
     segment_jitter_ms: int
     segment_ms: int
+    message_timestamp_before_max_ms: int
+    message_timestamp_after_max_ms: int
+    message_timestamp_difference_max_ms: int
+    compression_gzip_level: int
+    compression_lz4_level: int
+    compression_zstd_level: int
+    min_compaction_lag_ms: int
+    max_compaction_lag_ms: int
+    unclean_leader_election_enable: bool
+    preallocate: bool
+    message_downconversion_enable: bool
+    message_format_version: str
+    local_retention_ms: int
+    local_retention_bytes: int
+    follower_replication_throttled_replicas: str
+    leader_replication_throttled_replicas: str
+    remote_storage_enable: bool
+    remote_log_copy_disable: bool
+    remote_log_delete_on_disable: bool
     # The topic's explicit overrides, by Kafka name (for DescribeConfigs' "is default" flag).
     overrides: Mapping[str, str] = field(default_factory=dict, compare=False)
 
@@ -212,10 +282,8 @@ class TopicConfig:
         """A copy with `overrides` (Kafka topic names) applied; raises InvalidConfigError naming the key."""
         values: dict[str, Any] = {}
         for name, raw in overrides.items():
-            if name not in TOPIC_TO_BROKER_KEY:
-                raise InvalidConfigError(
-                    f"Unknown topic config '{name}'. Supported: {', '.join(sorted(TOPIC_TO_BROKER_KEY))}"
-                )
+            if name not in TOPIC_KEYS:
+                raise InvalidConfigError(f"Unknown topic config '{name}'")
             values[self.attr(name)] = parse_topic_value(name, raw)
         merged = {**self.overrides, **{k: str(v) for k, v in overrides.items()}}
         return dataclasses.replace(self, overrides=merged, **values)
@@ -226,6 +294,11 @@ _TOPIC_PARSERS: dict[str, Callable[[Any], Any]] = {
     "compression.type": _compression,
     "message.timestamp.type": _timestamp_type,
     "min.cleanable.dirty.ratio": float,
+    "unclean.leader.election.enable": _bool,
+    "preallocate": _bool,
+    "message.downconversion.enable": _bool,
+    "message.format.version": _str,
+    **{name: parser for name, (_, parser) in TOPIC_ONLY.items()},
 }
 _TOPIC_MINIMUMS: dict[str, int] = {
     "segment.bytes": 14,
@@ -238,6 +311,13 @@ _TOPIC_MINIMUMS: dict[str, int] = {
     "retention.ms": -1,
     "retention.bytes": -1,
     "min.insync.replicas": 1,
+    "message.timestamp.before.max.ms": 0,
+    "message.timestamp.after.max.ms": 0,
+    "message.timestamp.difference.max.ms": 0,
+    "min.compaction.lag.ms": 0,
+    "max.compaction.lag.ms": 1,
+    "local.retention.ms": -2,
+    "local.retention.bytes": -2,
 }
 
 
@@ -247,7 +327,8 @@ def parse_topic_value(name: str, raw: Any) -> Any:
     try:
         value = parser(raw)
     except (TypeError, ValueError) as e:
-        raise InvalidConfigError(f"Invalid value {raw!r} for configuration {name}: {e}") from None
+        why = "Not a number of type LONG" if parser is int else str(e)    # Kafka's wording
+        raise InvalidConfigError(f"Invalid value {raw} for configuration {name}: {why}") from None
     minimum = _TOPIC_MINIMUMS.get(name)
     if minimum is not None and value < minimum:
         raise InvalidConfigError(f"Invalid value {raw!r} for configuration {name}: must be at least {minimum}")
@@ -313,10 +394,12 @@ class BrokerConfig:
         for key, raw in settings.items():
             if key not in BROKER_SETTINGS:
                 continue                      # Kafka accepts (and ignores) names it does not know
+            parser = BROKER_SETTINGS[key][1]
             try:
-                parsed[key] = BROKER_SETTINGS[key][1](raw)
+                parsed[key] = parser(raw)
             except (TypeError, ValueError) as e:
-                raise InvalidRequestError(f"Invalid value {raw} for configuration {key}: {e}") from None
+                why = "Not a number of type INT" if parser is _int else str(e)    # Kafka's wording
+                raise InvalidRequestError(f"Invalid value {raw} for configuration {key}: {why}") from None
         if not check_only:
             self._dynamic[scope] = parsed
 
@@ -371,6 +454,12 @@ class BrokerConfig:
         return v["log.roll.ms"] if v["log.roll.ms"] is not None else v["log.roll.hours"] * 3_600_000
 
     @property
+    def roll_jitter_ms(self) -> int:
+        v = self
+        ms = v["log.roll.jitter.ms"]
+        return ms if ms is not None else v["log.roll.jitter.hours"] * 3_600_000
+
+    @property
     def flush_ms(self) -> int:
         v = self
         return v["log.flush.interval.ms"] if v["log.flush.interval.ms"] is not None else v["log.flush.scheduler.interval.ms"]
@@ -406,8 +495,11 @@ class BrokerConfig:
             retention_ms=self.retention_ms,
             segment_bytes=v["log.segment.bytes"],
             segment_index_bytes=v["log.index.size.max.bytes"],
-            segment_jitter_ms=v["log.roll.jitter.ms"],
+            segment_jitter_ms=self.roll_jitter_ms,
             segment_ms=self.roll_ms,
+            **{TopicConfig.attr(t): v[b] for t, b in TOPIC_TO_BROKER_KEY.items()
+               if TopicConfig.attr(t) not in _DERIVED_TOPIC_FIELDS},
+            **{TopicConfig.attr(t): default for t, (default, _) in TOPIC_ONLY.items()},
         )
 
 

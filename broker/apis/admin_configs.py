@@ -16,6 +16,7 @@ from broker.config import (
     BROKER_SETTINGS,
     DYNAMIC_BROKER_KEYS,
     SOURCE_DEFAULT,
+    TOPIC_KEYS,
     TOPIC_TO_BROKER_KEY,
     TopicConfig,
     render_setting,
@@ -51,18 +52,18 @@ def _topic_configs(ctx: BrokerContext, name: str, keys: Any, synonyms: bool, doc
     info = ctx.replicas.registry.require(name)
     config = ctx.replicas.registry.config_of(name)
     out = []
-    for key in sorted(TOPIC_TO_BROKER_KEY):
+    for key in sorted(TOPIC_KEYS):
         if keys is not None and key not in keys:
             continue
         value = config.value_of(key)
         overridden = key in info.overrides
-        broker_key = TOPIC_TO_BROKER_KEY[key]
-        levels = ctx.config.sources(broker_key)      # the broker's levels: dynamic, static, default
+        broker_key = TOPIC_TO_BROKER_KEY.get(key)    # None: a topic-only config (no broker synonyms)
+        levels = ctx.config.sources(broker_key) if broker_key else []   # dynamic, static, default
         entry: dict[str, Any] = {
             "name": key, "value": _render(value), "read_only": False, "is_sensitive": False,
             "config_source": SOURCE_DYNAMIC_TOPIC if overridden else (levels[0][2] if levels else SOURCE_DEFAULT),
             "is_default": not overridden, "config_type": _config_type(value, key),
-            "documentation": BROKER_SETTINGS[broker_key][2] if docs else None, "synonyms": [],
+            "documentation": BROKER_SETTINGS[broker_key][2] if docs and broker_key else None, "synonyms": [],
         }
         if synonyms:
             if overridden:
@@ -140,7 +141,7 @@ def apply_operations(current: dict[str, str], defaults: TopicConfig, ops: Any) -
     new = dict(current)
     for op in ops:
         name, value, kind = op.name, op.value, op.config_operation
-        if name not in TOPIC_TO_BROKER_KEY:
+        if name not in TOPIC_KEYS:
             raise InvalidConfigError(f"Unknown topic config '{name}'")
         if kind == SET:
             if value is None:
@@ -180,7 +181,7 @@ def handle_alter_configs(ctx: BrokerContext, req: Request) -> Any:
             ctx.replicas.registry.require(r.resource_name)
             overrides = {}
             for c in r.configs:
-                if c.name not in TOPIC_TO_BROKER_KEY:
+                if c.name not in TOPIC_KEYS:
                     raise InvalidConfigError(f"Unknown topic config '{c.name}'")
                 if c.value is None:    # Kafka: INVALID_REQUEST, "Null value not supported for"
                     raise InvalidRequestError(f"Null value not supported for topic config '{c.name}'")

@@ -6,7 +6,7 @@ from typing import Any
 
 from broker.apis.common import error_result, field
 from broker.cluster.topic_registry import TopicInfo
-from broker.config import TOPIC_TO_BROKER_KEY
+from broker.config import TOPIC_KEYS
 from broker.context import BrokerContext
 from broker.errors import (
     ErrorCode,
@@ -21,7 +21,7 @@ from broker.replica_manager import MAX_PARTITIONS_PER_REQUEST, parse_config_entr
 
 UUID_ZERO = uuid.UUID(int=0)
 CONFIG_SOURCE_DYNAMIC_TOPIC, CONFIG_SOURCE_DEFAULT = 1, 5
-_ALL_TOPIC_KEYS = frozenset(TOPIC_TO_BROKER_KEY)
+_ALL_TOPIC_KEYS = TOPIC_KEYS
 
 
 def _check_assignments(ctx: BrokerContext, name: str, num_partitions: int, assignments: Any) -> int:

@@ -22,7 +22,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Callable, Iterator
 
-from broker.config import TopicConfig
+from broker.config import LONG_MAX, TopicConfig
 from broker.errors import OffsetOutOfRangeError, RecordListTooLargeError
 from broker.log.constants import (
     DELETED_SUFFIX,
@@ -205,10 +205,12 @@ class PartitionLog:
             raise RecordListTooLargeError(
                 f"{len(records)} bytes of records exceed segment.bytes {cfg.segment_bytes} of {self.name}")
         headers = validate_batches(records, cfg.max_message_bytes, compacted="compact" in cfg.cleanup_policy,
-                                   create_time=cfg.message_timestamp_type == "CreateTime")
+                                   create_time=cfg.message_timestamp_type == "CreateTime",
+                                   timestamp_range=_timestamp_range(cfg, now_ms))
         codec = target_codec(cfg.compression_type)
         if codec is not None:
-            rewritten = recompress(records, headers, codec)
+            level = {1: cfg.compression_gzip_level, 3: cfg.compression_lz4_level, 4: cfg.compression_zstd_level}.get(codec)
+            rewritten = recompress(records, headers, codec, level)
             if rewritten is not None:     # the topic stores another codec than the producer sent (Kafka's rule)
                 records = rewritten
                 headers = validate_batches(rewritten, cfg.max_message_bytes, create_time=False)
@@ -428,3 +430,13 @@ class PartitionLog:
         self._close_files()
         shutil.rmtree(self.directory, ignore_errors=True)
         log.info("%s: deleted partition directory %s", self.name, self.directory)
+
+
+def _timestamp_range(cfg: TopicConfig, now_ms: int) -> tuple[int, int]:
+    """The CreateTime timestamps a record may carry (message.timestamp.before/after.max.ms, and the
+    deprecated difference.max.ms bounding both, as Kafka reads them)."""
+    before = min(cfg.message_timestamp_before_max_ms, cfg.message_timestamp_difference_max_ms)
+    after = min(cfg.message_timestamp_after_max_ms, cfg.message_timestamp_difference_max_ms)
+    low = now_ms - before if before < LONG_MAX else -2**63
+    high = now_ms + after if after < LONG_MAX else 2**63 - 1
+    return max(low, -2**63), min(high, 2**63 - 1)

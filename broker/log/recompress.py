@@ -31,11 +31,14 @@ def target_codec(compression_type: str) -> int | None:
     return CODECS.get(compression_type)
 
 
-def compress(codec: int, data: bytes) -> bytes:
+def compress(codec: int, data: bytes, level: int | None = None) -> bytes:
+    """`data` in `codec`; `level` as the topic's compression.<codec>.level says (None or -1: the codec's own)."""
+    if level is not None and level < 0:
+        level = None
     if codec == 0:
         return data
     if codec == 1:
-        return bytes(cramjam.gzip.compress(data))
+        return bytes(cramjam.gzip.compress(data, level=level))
     if codec == 2:
         out = bytearray(_XERIAL_HEADER)
         for i in range(0, len(data), _XERIAL_BLOCK):
@@ -43,13 +46,14 @@ def compress(codec: int, data: bytes) -> bytes:
             out += struct.pack(">i", len(block)) + block
         return bytes(out)
     if codec == 3:
-        return bytes(cramjam.lz4.compress(data))
+        return bytes(cramjam.lz4.compress(data, level=level))
     if codec == 4:
-        return bytes(cramjam.zstd.compress(data))
+        return bytes(cramjam.zstd.compress(data, level=level))
     raise ValueError(f"unknown compression codec {codec}")
 
 
-def recompress(buf: bytes | bytearray | memoryview, headers: list[BatchHeader], codec: int) -> bytes | None:
+def recompress(buf: bytes | bytearray | memoryview, headers: list[BatchHeader], codec: int,
+               level: int | None = None) -> bytes | None:
     """The batches of `buf` in `codec`, or None when every batch already uses it (nothing to do)."""
     if all(h.compression == codec for h in headers):
         return None
@@ -60,7 +64,7 @@ def recompress(buf: bytes | bytearray | memoryview, headers: list[BatchHeader], 
         if h.compression == codec:
             out += batch
             continue
-        records = compress(codec, decompress(h.compression, bytes(batch[HEADER_SIZE:])))
+        records = compress(codec, decompress(h.compression, bytes(batch[HEADER_SIZE:])), level)
         start = len(out)
         out += batch[:HEADER_SIZE]
         out += records

@@ -158,18 +158,20 @@ def uncompressed_limit(max_batch_bytes: int) -> int:
 
 
 def validate_batches(buf: bytes | bytearray | memoryview, max_batch_bytes: int, *,
-                     compacted: bool = False, create_time: bool = True) -> list[BatchHeader]:
+                     compacted: bool = False, create_time: bool = True,
+                     timestamp_range: tuple[int, int] = (-2**63, 2**63 - 1)) -> list[BatchHeader]:
     """Check every batch of a produce request and every record in it; return the batches' headers.
 
     Headers (length, magic, CRC32C, size) are checked here; records by `pylog_native.validate_batches`
     (Kafka's LogValidator rules). A batch-level problem raises CorruptRecordError or InvalidRecordError;
     records rejected one by one (keyless on a compacted topic, LogAppendTime from a client on a
-    CreateTime topic) raise RecordValidationError with each record's index (KIP-467).
+    CreateTime topic, a CreateTime timestamp outside `timestamp_range`) raise RecordValidationError
+    with each record's index (KIP-467).
     """
     headers = _check_headers(buf, max_batch_bytes)
     try:
         max_timestamps, record_errors = pylog_native.validate_batches(
-            buf, compacted, create_time, uncompressed_limit(max_batch_bytes))
+            buf, compacted, create_time, uncompressed_limit(max_batch_bytes), *timestamp_range)
     except pylog_native.ValidationError as e:
         err = CorruptRecordError(str(e)) if e.code == ErrorCode.corrupt_message else InvalidRecordError(str(e))
         err.from_validator = True

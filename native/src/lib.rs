@@ -126,15 +126,17 @@ mod python {
     /// Returns (max timestamp per batch, [(record index, error code, message)]); raises
     /// ValidationError (with `code`, `batch_start`, `base_offset`) when the request must be rejected.
     #[pyfunction]
-    #[pyo3(signature = (data, compacted, create_time, max_uncompressed_bytes))]
+    #[pyo3(signature = (data, compacted, create_time, max_uncompressed_bytes, min_timestamp=i64::MIN,
+                        max_timestamp=i64::MAX))]
     fn validate_batches<'py>(py: Python<'py>, data: PyBuffer<u8>, compacted: bool, create_time: bool,
-                             max_uncompressed_bytes: usize) -> PyResult<(Vec<i64>, Vec<(u32, i16, String)>)> {
+                             max_uncompressed_bytes: usize, min_timestamp: i64, max_timestamp: i64)
+                             -> PyResult<(Vec<i64>, Vec<(u32, i16, String)>)> {
         if !data.is_c_contiguous() {
             return Err(PyBufferError::new_err("validate_batches needs a contiguous buffer"));
         }
         // SAFETY: as in decode_batches: contiguous, kept alive and locked by `data`, only read.
         let bytes: &[u8] = unsafe { std::slice::from_raw_parts(data.buf_ptr() as *const u8, data.len_bytes()) };
-        let limits = Limits { compacted, create_time, max_uncompressed_bytes };
+        let limits = Limits { compacted, create_time, max_uncompressed_bytes, min_timestamp, max_timestamp };
         let v = py.detach(|| validate(bytes, &limits)).map_err(|r| {
             let err = ValidationError::new_err(r.error.to_string());
             let value = err.value(py);

@@ -9,7 +9,9 @@
 //!     each record's offset delta is its index (Kafka rewrites such batches; pylog stores batches as
 //!     sent, so it rejects them instead);
 //!   - record level (KIP-467, reported per record): a keyless record on a compacted topic
-//!     (INVALID_RECORD); a LogAppendTime batch from a client on a CreateTime topic (INVALID_TIMESTAMP).
+//!     (INVALID_RECORD); a LogAppendTime batch from a client on a CreateTime topic, or a CreateTime
+//!     timestamp outside [min_timestamp, max_timestamp] (message.timestamp.before/after.max.ms)
+//!     (INVALID_TIMESTAMP).
 //! The result gives each batch's true max timestamp, so the broker can correct a wrong header.
 
 use crate::compression;
@@ -35,6 +37,9 @@ pub struct Limits {
     pub create_time: bool,
     /// Bound on one batch's decompressed records section.
     pub max_uncompressed_bytes: usize,
+    /// CreateTime records must carry a timestamp in this range (-1, "no timestamp", always passes).
+    pub min_timestamp: i64,
+    pub max_timestamp: i64,
 }
 
 /// Why a whole request is rejected: the Kafka error code (CORRUPT_MESSAGE or INVALID_RECORD) and where.
@@ -150,13 +155,18 @@ fn check_records(section: &[u8], pos: usize, b: &BatchFields, first_index: u32, 
         if !rec.is_empty() {
             return Err(invalid(DecodeError::at(rec.position(), &format!("record {i} has {} bytes beyond its fields", rec.remaining()))));
         }
-        max_ts = max_ts.max(b.base_timestamp.saturating_add(ts_delta));
+        let ts = b.base_timestamp.saturating_add(ts_delta);
+        max_ts = max_ts.max(ts);
         if limits.compacted && key.is_none() {
             errors.push(RecordError { index, code: INVALID_RECORD,
                                       message: "Compacted topic cannot accept message without key".to_string() });
         } else if log_append && limits.create_time {
             errors.push(RecordError { index, code: INVALID_TIMESTAMP,
                                       message: "Producer should not set timestamp type to LogAppendTime".to_string() });
+        } else if limits.create_time && !log_append && ts != -1 && (ts < limits.min_timestamp || ts > limits.max_timestamp) {
+            errors.push(RecordError { index, code: INVALID_TIMESTAMP, message: format!(
+                "Timestamp {ts} of message with offset {i} is out of range. The timestamp should be within [{}, {}]",
+                limits.min_timestamp, limits.max_timestamp) });
         }
     }
     if !r.is_empty() {

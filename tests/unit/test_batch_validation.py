@@ -101,3 +101,17 @@ def test_a_topic_codec_other_than_producer_recompresses_on_append(tmp_path, sent
     assert [r.value for r in decode_records(stored)] == values
     assert validate_batches(stored, MAX)   # CRC, counts and records all hold
     plog.close()
+
+
+def test_timestamps_outside_the_topics_bounds_are_rejected_one_by_one(tmp_path) -> None:
+    """message.timestamp.before.max.ms / after.max.ms: Kafka's INVALID_TIMESTAMP per record."""
+    config = TopicConfig.default(message_timestamp_before_max_ms=1_000, message_timestamp_after_max_ms=500)
+    plog = PartitionLog(tmp_path / "t-0", "t", 0, config, recover=False)
+    now = 10_000_000
+    plog.append(encode_batch([b"ok", b"ok"], timestamps=[now - 900, now + 400]), now_ms=now)
+    with pytest.raises(RecordValidationError) as e:
+        plog.append(encode_batch([b"old", b"fine", b"new"], timestamps=[now - 1_001, now, now + 501]), now_ms=now)
+    assert e.value.code == 32 and [i for i, _ in e.value.record_errors] == [0, 2]
+    assert "out of range" in e.value.record_errors[0][1]
+    assert plog.log_end_offset == 2
+    plog.close()

@@ -1,0 +1,700 @@
+// Apache Kafka's Java client (3.9) against a broker: tests/integration/test_java_clients.py runs this
+// through tests/support/kafka_tools.py, which compiles it against .cache/jars/kafka-broker.
+//
+//   produce-idempotent <bootstrap> <topic> <n>
+//   consume-group <bootstrap> <topic> <group> <assignor> <members> <n>
+//   admin <bootstrap>
+//
+// Each subcommand prints one JSON line (its results, "ok" and, on failure, "error" or "failed") on
+// stdout and exits 1 on any failure; stack traces and the client's logs go to stderr.
+import com.fasterxml.jackson.databind.ObjectMapper;
+import java.time.Duration;
+import java.util.ArrayList;
+import java.util.Collection;
+import java.util.HashMap;
+import java.util.HashSet;
+import java.util.LinkedHashMap;
+import java.util.List;
+import java.util.Map;
+import java.util.Properties;
+import java.util.Set;
+import java.util.TreeMap;
+import java.util.TreeSet;
+import java.util.concurrent.ConcurrentHashMap;
+import java.util.concurrent.CountDownLatch;
+import java.util.concurrent.ExecutionException;
+import java.util.concurrent.Future;
+import java.util.concurrent.TimeUnit;
+import java.util.concurrent.atomic.AtomicBoolean;
+import java.util.concurrent.atomic.AtomicInteger;
+import org.apache.kafka.clients.admin.Admin;
+import org.apache.kafka.clients.admin.AdminClientConfig;
+import org.apache.kafka.clients.admin.AlterConfigOp;
+import org.apache.kafka.clients.admin.Config;
+import org.apache.kafka.clients.admin.ConfigEntry;
+import org.apache.kafka.clients.admin.ConsumerGroupDescription;
+import org.apache.kafka.clients.admin.ConsumerGroupListing;
+import org.apache.kafka.clients.admin.DescribeClusterResult;
+import org.apache.kafka.clients.admin.DeletedRecords;
+import org.apache.kafka.clients.admin.ListOffsetsResult;
+import org.apache.kafka.clients.admin.MemberDescription;
+import org.apache.kafka.clients.admin.NewPartitions;
+import org.apache.kafka.clients.admin.NewTopic;
+import org.apache.kafka.clients.admin.OffsetSpec;
+import org.apache.kafka.clients.admin.RecordsToDelete;
+import org.apache.kafka.clients.admin.TopicDescription;
+import org.apache.kafka.clients.consumer.ConsumerConfig;
+import org.apache.kafka.clients.consumer.ConsumerRebalanceListener;
+import org.apache.kafka.clients.consumer.ConsumerRecord;
+import org.apache.kafka.clients.consumer.ConsumerRecords;
+import org.apache.kafka.clients.consumer.CooperativeStickyAssignor;
+import org.apache.kafka.clients.consumer.KafkaConsumer;
+import org.apache.kafka.clients.consumer.OffsetAndMetadata;
+import org.apache.kafka.clients.consumer.RangeAssignor;
+import org.apache.kafka.clients.consumer.RoundRobinAssignor;
+import org.apache.kafka.clients.consumer.StickyAssignor;
+import org.apache.kafka.clients.producer.KafkaProducer;
+import org.apache.kafka.clients.producer.ProducerConfig;
+import org.apache.kafka.clients.producer.ProducerRecord;
+import org.apache.kafka.clients.producer.RecordMetadata;
+import org.apache.kafka.common.Metric;
+import org.apache.kafka.common.MetricName;
+import org.apache.kafka.common.Node;
+import org.apache.kafka.common.TopicPartition;
+import org.apache.kafka.common.TopicPartitionInfo;
+import org.apache.kafka.common.config.ConfigResource;
+import org.apache.kafka.common.serialization.StringDeserializer;
+import org.apache.kafka.common.serialization.StringSerializer;
+
+public final class ClientCheck {
+    private static final ObjectMapper JSON = new ObjectMapper();
+    private static final long WAIT_S = 30;
+
+    public static void main(String[] args) throws Exception {
+        Map<String, Object> result = new LinkedHashMap<>();
+        List<String> failed = new ArrayList<>();
+        try {
+            switch (args.length == 0 ? "" : args[0]) {
+                case "produce-idempotent":
+                    produceIdempotent(args[1], args[2], Integer.parseInt(args[3]), result, failed);
+                    break;
+                case "consume-group":
+                    consumeGroup(args[1], args[2], args[3], args[4], Integer.parseInt(args[5]),
+                                 Integer.parseInt(args[6]), result, failed);
+                    break;
+                case "admin":
+                    admin(args[1], result, failed);
+                    break;
+                default:
+                    throw new IllegalArgumentException("usage: ClientCheck produce-idempotent|consume-group|admin ...");
+            }
+        } catch (Throwable t) {
+            t.printStackTrace();
+            result.put("error", describe(t));
+            failed.add("error");
+        }
+        result.put("failed", failed);
+        result.put("ok", failed.isEmpty());
+        System.out.println(JSON.writeValueAsString(result));
+        System.out.flush();
+        System.exit(failed.isEmpty() ? 0 : 1);
+    }
+
+    // ---------------------------------------------------------------- shared
+
+    static String describe(Throwable t) {
+        while ((t instanceof ExecutionException || t instanceof java.util.concurrent.CompletionException)
+               && t.getCause() != null) {
+            t = t.getCause();
+        }
+        return t.getClass().getName() + ": " + t.getMessage();
+    }
+
+    static void check(List<String> failed, boolean condition, String what) {
+        if (!condition) {
+            failed.add(what);
+        }
+    }
+
+    static Properties clientProps(String bootstrap) {
+        Properties p = new Properties();
+        p.put("bootstrap.servers", bootstrap);
+        p.put("request.timeout.ms", "15000");
+        p.put("default.api.timeout.ms", "30000");
+        return p;
+    }
+
+    static Admin adminClient(String bootstrap) {
+        Properties p = clientProps(bootstrap);
+        p.put(AdminClientConfig.CLIENT_ID_CONFIG, "client-check-admin");
+        return Admin.create(p);
+    }
+
+    static KafkaConsumer<String, String> consumer(String bootstrap, String group, Map<String, String> extra) {
+        Properties p = clientProps(bootstrap);
+        if (group != null) {
+            p.put(ConsumerConfig.GROUP_ID_CONFIG, group);
+        }
+        p.put(ConsumerConfig.AUTO_OFFSET_RESET_CONFIG, "earliest");
+        p.put(ConsumerConfig.ENABLE_AUTO_COMMIT_CONFIG, "false");
+        p.put(ConsumerConfig.KEY_DESERIALIZER_CLASS_CONFIG, StringDeserializer.class.getName());
+        p.put(ConsumerConfig.VALUE_DESERIALIZER_CLASS_CONFIG, StringDeserializer.class.getName());
+        p.putAll(extra);
+        return new KafkaConsumer<>(p);
+    }
+
+    static double metric(Map<MetricName, ? extends Metric> metrics, String group, String name) {
+        for (Map.Entry<MetricName, ? extends Metric> e : metrics.entrySet()) {
+            if (e.getKey().group().equals(group) && e.getKey().name().equals(name)) {
+                return ((Number) e.getValue().metricValue()).doubleValue();
+            }
+        }
+        return Double.NaN;
+    }
+
+    // ---------------------------------------------------------------- produce-idempotent
+
+    static void produceIdempotent(String bootstrap, String topic, int n, Map<String, Object> result,
+                                  List<String> failed) throws Exception {
+        Properties p = clientProps(bootstrap);
+        p.put(ProducerConfig.ENABLE_IDEMPOTENCE_CONFIG, "true");
+        p.put(ProducerConfig.ACKS_CONFIG, "all");
+        p.put(ProducerConfig.MAX_IN_FLIGHT_REQUESTS_PER_CONNECTION, "3");
+        p.put(ProducerConfig.COMPRESSION_TYPE_CONFIG, "lz4");
+        p.put(ProducerConfig.LINGER_MS_CONFIG, "2");
+        p.put(ProducerConfig.BATCH_SIZE_CONFIG, "2048"); // many small batches, several in flight at once
+        p.put(ProducerConfig.DELIVERY_TIMEOUT_MS_CONFIG, "60000");
+        p.put(ProducerConfig.KEY_SERIALIZER_CLASS_CONFIG, StringSerializer.class.getName());
+        p.put(ProducerConfig.VALUE_SERIALIZER_CLASS_CONFIG, StringSerializer.class.getName());
+        int partitions;
+        Map<Integer, List<Long>> offsets = new TreeMap<>();
+        List<TopicPartition> tps = new ArrayList<>();
+        Map<TopicPartition, Long> start;
+        try (KafkaProducer<String, String> producer = new KafkaProducer<>(p)) {
+            partitions = producer.partitionsFor(topic).size();
+            for (int q = 0; q < partitions; q++) {
+                tps.add(new TopicPartition(topic, q));
+            }
+            try (KafkaConsumer<String, String> c = consumer(bootstrap, null, Map.of())) {
+                start = c.endOffsets(tps);
+            }
+            List<Future<RecordMetadata>> sent = new ArrayList<>();
+            for (int i = 0; i < n; i++) {
+                sent.add(producer.send(new ProducerRecord<>(topic, i % partitions, "k" + i, "value-" + i)));
+            }
+            producer.flush();
+            for (Future<RecordMetadata> f : sent) {
+                RecordMetadata md = f.get(WAIT_S, TimeUnit.SECONDS);
+                offsets.computeIfAbsent(md.partition(), k -> new ArrayList<>()).add(md.offset());
+            }
+            Map<MetricName, ? extends Metric> m = producer.metrics();
+            result.put("record_error_total", metric(m, "producer-metrics", "record-error-total"));
+            result.put("record_retry_total", metric(m, "producer-metrics", "record-retry-total"));
+            result.put("requests", metric(m, "producer-metrics", "request-total"));
+            result.put("compression_rate_avg", metric(m, "producer-metrics", "compression-rate-avg"));
+        }
+        Map<Integer, Long> starts = new TreeMap<>();
+        start.forEach((tp, o) -> starts.put(tp.partition(), o));
+        result.put("partitions", partitions);
+        result.put("start_offsets", starts);
+        result.put("offsets", offsets);
+        check(failed, result.get("record_error_total").equals(0.0), "record errors");
+
+        // Read everything back from the start: each partition holds exactly what was sent, in order.
+        Map<Integer, List<String>> expected = new TreeMap<>();
+        for (int i = 0; i < n; i++) {
+            expected.computeIfAbsent(i % partitions, k -> new ArrayList<>()).add("value-" + i);
+        }
+        Map<Integer, List<String>> read = new TreeMap<>();
+        Map<Integer, List<Long>> readOffsets = new TreeMap<>();
+        try (KafkaConsumer<String, String> c = consumer(bootstrap, null, Map.of())) {
+            c.assign(tps);
+            start.forEach(c::seek);  // read what this run appended
+            Map<TopicPartition, Long> end = c.endOffsets(tps);
+            long deadline = System.nanoTime() + TimeUnit.SECONDS.toNanos(WAIT_S);
+            int total = 0;
+            while (total < n && System.nanoTime() < deadline) {
+                for (ConsumerRecord<String, String> r : c.poll(Duration.ofMillis(200))) {
+                    read.computeIfAbsent(r.partition(), k -> new ArrayList<>()).add(r.value());
+                    readOffsets.computeIfAbsent(r.partition(), k -> new ArrayList<>()).add(r.offset());
+                    total++;
+                }
+            }
+            Map<Integer, Long> ends = new TreeMap<>();
+            end.forEach((tp, o) -> ends.put(tp.partition(), o));
+            result.put("end_offsets", ends);
+            result.put("read_back", total);
+        }
+        result.put("read_back_in_order", read.equals(expected));
+        result.put("read_offsets_match", readOffsets.equals(offsets));
+        check(failed, read.equals(expected), "records read back differ from those sent");
+        check(failed, readOffsets.equals(offsets), "offsets read back differ from the acknowledged ones");
+    }
+
+    // ---------------------------------------------------------------- consume-group
+
+    static final class Member implements Runnable {
+        final int index;
+        final KafkaConsumer<String, String> consumer;
+        final String topic;
+        final ConcurrentHashMap<String, AtomicInteger> seen;
+        final AtomicInteger total;
+        final AtomicBoolean stop;
+        final CountDownLatch committed;
+        final CountDownLatch close;
+        volatile Set<Integer> assignment = Set.of();
+        volatile String memberId = "";
+        volatile int generation = -1;
+        volatile Throwable error;
+        volatile Map<Integer, Long> finalCommit = Map.of();
+        final AtomicInteger assignedCallbacks = new AtomicInteger();
+        final AtomicInteger revokedCallbacks = new AtomicInteger();
+        final AtomicInteger consumed = new AtomicInteger();
+        final List<List<Integer>> revocations = new java.util.concurrent.CopyOnWriteArrayList<>();
+
+        Member(int index, KafkaConsumer<String, String> consumer, String topic, ConcurrentHashMap<String, AtomicInteger> seen,
+               AtomicInteger total, AtomicBoolean stop, CountDownLatch committed, CountDownLatch close) {
+            this.index = index;
+            this.consumer = consumer;
+            this.topic = topic;
+            this.seen = seen;
+            this.total = total;
+            this.stop = stop;
+            this.committed = committed;
+            this.close = close;
+        }
+
+        private void snapshot() {
+            Set<Integer> now = new TreeSet<>();
+            for (TopicPartition tp : consumer.assignment()) {
+                now.add(tp.partition());
+            }
+            assignment = now;
+            memberId = consumer.groupMetadata().memberId();
+            generation = consumer.groupMetadata().generationId();
+        }
+
+        @Override
+        public void run() {
+            try {
+                consumer.subscribe(List.of(topic), new ConsumerRebalanceListener() {
+                    @Override
+                    public void onPartitionsRevoked(Collection<TopicPartition> partitions) {
+                        revokedCallbacks.incrementAndGet();
+                        if (!stop.get()) { // not the revocation of close()
+                            List<Integer> ps = new ArrayList<>();
+                            for (TopicPartition tp : partitions) {
+                                ps.add(tp.partition());
+                            }
+                            ps.sort(null);
+                            revocations.add(ps);
+                        }
+                        if (!partitions.isEmpty()) {
+                            consumer.commitSync(); // the next owner starts where this one stopped
+                        }
+                    }
+
+                    @Override
+                    public void onPartitionsAssigned(Collection<TopicPartition> partitions) {
+                        assignedCallbacks.incrementAndGet();
+                    }
+                });
+                while (!stop.get()) {
+                    ConsumerRecords<String, String> records = consumer.poll(Duration.ofMillis(100));
+                    for (ConsumerRecord<String, String> r : records) {
+                        seen.computeIfAbsent(r.partition() + "@" + r.offset(), k -> new AtomicInteger()).incrementAndGet();
+                        consumed.incrementAndGet();
+                        total.incrementAndGet();
+                    }
+                    snapshot();
+                    if (!records.isEmpty()) {
+                        Thread.sleep(20); // slow enough that the members joining later share the work
+                    }
+                }
+                consumer.commitSync();
+                Map<Integer, Long> positions = new TreeMap<>();
+                for (TopicPartition tp : consumer.assignment()) {
+                    positions.put(tp.partition(), consumer.position(tp));
+                }
+                finalCommit = positions;
+            } catch (Throwable t) {
+                t.printStackTrace();
+                error = t;
+            } finally {
+                committed.countDown();
+            }
+            try {
+                close.await(WAIT_S, TimeUnit.SECONDS);
+            } catch (InterruptedException ignored) {
+                Thread.currentThread().interrupt();
+            }
+            consumer.close(Duration.ofSeconds(10));
+        }
+    }
+
+    static boolean stable(Member[] members, int partitions) {
+        Set<Integer> union = new HashSet<>();
+        int generation = members[0].generation;
+        for (Member m : members) {
+            Set<Integer> a = m.assignment;
+            if (m.generation < 1 || m.generation != generation || (a.isEmpty() && partitions >= members.length)) {
+                return false;
+            }
+            for (int q : a) {
+                if (!union.add(q)) {
+                    return false;
+                }
+            }
+        }
+        return union.size() == partitions;
+    }
+
+    static void consumeGroup(String bootstrap, String topic, String group, String assignor, int memberCount, int n,
+                             Map<String, Object> result, List<String> failed) throws Exception {
+        String strategy;
+        switch (assignor) {
+            case "range": strategy = RangeAssignor.class.getName(); break;
+            case "roundrobin": strategy = RoundRobinAssignor.class.getName(); break;
+            case "sticky": strategy = StickyAssignor.class.getName(); break;
+            case "cooperative-sticky": strategy = CooperativeStickyAssignor.class.getName(); break;
+            default: throw new IllegalArgumentException("unknown assignor " + assignor);
+        }
+        try (Admin admin = adminClient(bootstrap)) {
+            int partitions = admin.describeTopics(List.of(topic)).allTopicNames().get(WAIT_S, TimeUnit.SECONDS)
+                                  .get(topic).partitions().size();
+            ConcurrentHashMap<String, AtomicInteger> seen = new ConcurrentHashMap<>();
+            AtomicInteger total = new AtomicInteger();
+            AtomicBoolean stop = new AtomicBoolean();
+            CountDownLatch committed = new CountDownLatch(memberCount);
+            CountDownLatch close = new CountDownLatch(1);
+            Member[] members = new Member[memberCount];
+            Thread[] threads = new Thread[memberCount];
+            Map<String, String> settings = Map.of(
+                ConsumerConfig.PARTITION_ASSIGNMENT_STRATEGY_CONFIG, strategy,
+                ConsumerConfig.CLIENT_ID_CONFIG, group + "-member",
+                ConsumerConfig.MAX_POLL_RECORDS_CONFIG, "50", // small polls: members consume side by side
+                ConsumerConfig.SESSION_TIMEOUT_MS_CONFIG, "10000",
+                ConsumerConfig.HEARTBEAT_INTERVAL_MS_CONFIG, "500");
+            long deadline = System.nanoTime() + TimeUnit.SECONDS.toNanos(60);
+            for (int i = 0; i < memberCount; i++) {
+                members[i] = new Member(i, consumer(bootstrap, group, settings), topic, seen, total, stop, committed, close);
+                threads[i] = new Thread(members[i], "member-" + i);
+                threads[i].start();
+                // The first member reads alone for a while; the others join a group that holds
+                // uncommitted progress, so each rebalance hands partitions over mid-stream.
+                while (i == 0 && members[0].consumed.get() < n / 4 && members[0].error == null
+                       && System.nanoTime() < deadline) {
+                    Thread.sleep(10);
+                }
+            }
+            boolean settled = false;
+            while (System.nanoTime() < deadline) {
+                boolean anyError = false;
+                for (Member m : members) {
+                    anyError |= m.error != null;
+                }
+                settled = total.get() >= n && stable(members, partitions);
+                if (settled || anyError) {
+                    break;
+                }
+                Thread.sleep(50);
+            }
+            stop.set(true);
+            committed.await(WAIT_S, TimeUnit.SECONDS);
+            check(failed, settled, "the group did not settle with every member assigned and all records read in 60 s");
+
+            // While the members are still in the group: what the coordinator says about it.
+            Map<String, Object> described = new LinkedHashMap<>();
+            try {
+                ConsumerGroupDescription d = admin.describeConsumerGroups(List.of(group)).describedGroups().get(group)
+                                                  .get(WAIT_S, TimeUnit.SECONDS);
+                described.put("state", d.state().toString());
+                described.put("assignor", d.partitionAssignor());
+                described.put("simple", d.isSimpleConsumerGroup());
+                Map<String, List<Integer>> byMember = new TreeMap<>();
+                for (MemberDescription md : d.members()) {
+                    List<Integer> ps = new ArrayList<>();
+                    for (TopicPartition tp : md.assignment().topicPartitions()) {
+                        ps.add(tp.partition());
+                    }
+                    ps.sort(null);
+                    byMember.put(md.consumerId(), ps);
+                }
+                described.put("members", byMember);
+            } catch (Exception e) {
+                e.printStackTrace();
+                described.put("error", describe(e));
+                failed.add("describeConsumerGroups");
+            }
+            result.put("described", described);
+            close.countDown();
+            for (Thread t : threads) {
+                t.join(TimeUnit.SECONDS.toMillis(WAIT_S));
+            }
+
+            List<Map<String, Object>> report = new ArrayList<>();
+            for (Member m : members) {
+                Map<String, Object> r = new LinkedHashMap<>();
+                r.put("member_id", m.memberId);
+                r.put("generation", m.generation);
+                r.put("partitions", new ArrayList<>(m.assignment));
+                r.put("consumed", m.consumed.get());
+                r.put("assigned_callbacks", m.assignedCallbacks.get());
+                r.put("revoked_callbacks", m.revokedCallbacks.get());
+                r.put("revocations", m.revocations);
+                r.put("final_positions", m.finalCommit);
+                if (m.error != null) {
+                    r.put("error", describe(m.error));
+                    failed.add("member " + m.index);
+                }
+                report.add(r);
+            }
+            result.put("members", report);
+            int duplicates = 0;
+            for (AtomicInteger c : seen.values()) {
+                duplicates += c.get() - 1;
+            }
+            result.put("partition_count", partitions);
+            result.put("total", total.get());
+            result.put("distinct", seen.size());
+            result.put("duplicates", duplicates);
+            check(failed, seen.size() == n, "distinct records read != " + n);
+            check(failed, duplicates == 0, "records read more than once");
+
+            // After the members left: the group's committed offsets are the end of every partition.
+            List<TopicPartition> tps = new ArrayList<>();
+            Map<TopicPartition, OffsetSpec> latest = new HashMap<>();
+            for (int q = 0; q < partitions; q++) {
+                tps.add(new TopicPartition(topic, q));
+                latest.put(tps.get(q), OffsetSpec.latest());
+            }
+            Map<Integer, Long> committedOffsets = new TreeMap<>();
+            admin.listConsumerGroupOffsets(group).partitionsToOffsetAndMetadata().get(WAIT_S, TimeUnit.SECONDS)
+                 .forEach((tp, om) -> committedOffsets.put(tp.partition(), om == null ? null : om.offset()));
+            Map<Integer, Long> endOffsets = new TreeMap<>();
+            admin.listOffsets(latest).all().get(WAIT_S, TimeUnit.SECONDS)
+                 .forEach((tp, info) -> endOffsets.put(tp.partition(), info.offset()));
+            result.put("committed", committedOffsets);
+            result.put("end_offsets", endOffsets);
+            check(failed, committedOffsets.equals(endOffsets), "committed offsets are not the end offsets");
+            ConsumerGroupDescription after = admin.describeConsumerGroups(List.of(group)).describedGroups().get(group)
+                                                  .get(WAIT_S, TimeUnit.SECONDS);
+            result.put("state_after_close", after.state().toString());
+            result.put("members_after_close", after.members().size());
+        }
+    }
+
+    // ---------------------------------------------------------------- admin
+
+    interface Step {
+        Object run() throws Exception;
+    }
+
+    static Object step(Map<String, Object> results, List<String> failed, String name, Step s) {
+        try {
+            Object r = s.run();
+            results.put(name, r);
+            return r;
+        } catch (Throwable t) {
+            System.err.println("step " + name + " failed:");
+            t.printStackTrace();
+            results.put(name, Map.of("error", describe(t)));
+            failed.add(name);
+            return null;
+        }
+    }
+
+    static Map<String, Object> topicConfigs(Admin admin, String topic, String... keys) throws Exception {
+        ConfigResource res = new ConfigResource(ConfigResource.Type.TOPIC, topic);
+        Config config = admin.describeConfigs(List.of(res)).all().get(WAIT_S, TimeUnit.SECONDS).get(res);
+        Map<String, Object> out = new TreeMap<>();
+        for (String key : keys) {
+            ConfigEntry e = config.get(key);
+            out.put(key, e == null ? null : Map.of("value", String.valueOf(e.value()), "source", e.source().toString()));
+        }
+        return out;
+    }
+
+    static Map<Integer, Long> groupOffsets(Admin admin, String group) throws Exception {
+        Map<Integer, Long> out = new TreeMap<>();
+        admin.listConsumerGroupOffsets(group).partitionsToOffsetAndMetadata().get(WAIT_S, TimeUnit.SECONDS)
+             .forEach((tp, om) -> out.put(tp.partition(), om == null ? null : om.offset()));
+        return out;
+    }
+
+    static Map<String, Object> groupListing(Admin admin, String group) throws Exception {
+        for (ConsumerGroupListing l : admin.listConsumerGroups().all().get(WAIT_S, TimeUnit.SECONDS)) {
+            if (l.groupId().equals(group)) {
+                Map<String, Object> out = new LinkedHashMap<>();
+                out.put("listed", true);
+                out.put("state", l.state().map(Object::toString).orElse(null));
+                out.put("simple", l.isSimpleConsumerGroup());
+                return out;
+            }
+        }
+        return Map.of("listed", false);
+    }
+
+    static Map<String, Object> groupDescription(Admin admin, String group) throws Exception {
+        ConsumerGroupDescription d = admin.describeConsumerGroups(List.of(group)).describedGroups().get(group)
+                                          .get(WAIT_S, TimeUnit.SECONDS);
+        Map<String, Object> out = new LinkedHashMap<>();
+        out.put("state", d.state().toString());
+        out.put("assignor", d.partitionAssignor());
+        out.put("coordinator", d.coordinator() == null ? null : d.coordinator().id());
+        List<Map<String, Object>> members = new ArrayList<>();
+        for (MemberDescription m : d.members()) {
+            List<Integer> ps = new ArrayList<>();
+            for (TopicPartition tp : m.assignment().topicPartitions()) {
+                ps.add(tp.partition());
+            }
+            ps.sort(null);
+            members.add(Map.of("client_id", m.clientId(), "partitions", ps));
+        }
+        out.put("members", members);
+        return out;
+    }
+
+    @SuppressWarnings("deprecation")
+    static void admin(String bootstrap, Map<String, Object> results, List<String> failed) throws Exception {
+        String suffix = Long.toHexString(System.nanoTime());
+        String a = "admin-a-" + suffix;
+        String b = "admin-b-" + suffix;
+        String group = "admin-g-" + suffix;
+        results.put("topics", List.of(a, b));
+        results.put("group", group);
+        TopicPartition a0 = new TopicPartition(a, 0);
+        TopicPartition a1 = new TopicPartition(a, 1);
+        try (Admin admin = adminClient(bootstrap)) {
+            step(results, failed, "describeCluster", () -> {
+                DescribeClusterResult c = admin.describeCluster();
+                Map<String, Object> out = new LinkedHashMap<>();
+                Collection<Node> nodes = c.nodes().get(WAIT_S, TimeUnit.SECONDS);
+                out.put("nodes", nodes.size());
+                out.put("cluster_id_set", c.clusterId().get(WAIT_S, TimeUnit.SECONDS) != null);
+                out.put("controller", c.controller().get(WAIT_S, TimeUnit.SECONDS).id());
+                return out;
+            });
+            step(results, failed, "createTopics", () -> {
+                admin.createTopics(List.of(
+                    new NewTopic(a, 2, (short) 1).configs(Map.of("retention.ms", "3600000", "cleanup.policy", "compact")),
+                    new NewTopic(b, 1, (short) 1))).all().get(WAIT_S, TimeUnit.SECONDS);
+                return "ok";
+            });
+            step(results, failed, "listTopics", () -> {
+                Set<String> names = admin.listTopics().names().get(WAIT_S, TimeUnit.SECONDS);
+                return Map.of("a", names.contains(a), "b", names.contains(b),
+                              "internal_hidden", !names.contains("__consumer_offsets"));
+            });
+            step(results, failed, "describeTopics", () -> {
+                TopicDescription d = admin.describeTopics(List.of(a)).allTopicNames().get(WAIT_S, TimeUnit.SECONDS).get(a);
+                Map<String, Object> out = new LinkedHashMap<>();
+                out.put("name", d.name());
+                out.put("internal", d.isInternal());
+                out.put("topic_id_set", d.topicId() != null && !d.topicId().toString().equals("AAAAAAAAAAAAAAAAAAAAAA"));
+                List<Map<String, Object>> parts = new ArrayList<>();
+                for (TopicPartitionInfo p : d.partitions()) {
+                    parts.add(Map.of("partition", p.partition(), "leader", p.leader() == null ? -1 : p.leader().id(),
+                                     "replicas", p.replicas().size(), "isr", p.isr().size()));
+                }
+                out.put("partitions", parts);
+                return out;
+            });
+            step(results, failed, "describeConfigs", () ->
+                topicConfigs(admin, a, "retention.ms", "cleanup.policy", "segment.ms", "max.message.bytes"));
+            step(results, failed, "incrementalAlterConfigs", () -> {
+                ConfigResource res = new ConfigResource(ConfigResource.Type.TOPIC, a);
+                admin.incrementalAlterConfigs(Map.of(res, List.of(
+                    new AlterConfigOp(new ConfigEntry("retention.ms", "7200000"), AlterConfigOp.OpType.SET),
+                    new AlterConfigOp(new ConfigEntry("max.message.bytes", "2000000"), AlterConfigOp.OpType.SET),
+                    new AlterConfigOp(new ConfigEntry("cleanup.policy", ""), AlterConfigOp.OpType.DELETE))))
+                     .all().get(WAIT_S, TimeUnit.SECONDS);
+                return topicConfigs(admin, a, "retention.ms", "cleanup.policy", "max.message.bytes");
+            });
+            step(results, failed, "alterConfigs", () -> {
+                // The legacy call replaces the topic's whole set of overrides.
+                ConfigResource res = new ConfigResource(ConfigResource.Type.TOPIC, a);
+                admin.alterConfigs(Map.of(res, new Config(List.of(new ConfigEntry("segment.ms", "600000")))))
+                     .all().get(WAIT_S, TimeUnit.SECONDS);
+                return topicConfigs(admin, a, "retention.ms", "segment.ms", "max.message.bytes");
+            });
+            step(results, failed, "createPartitions", () -> {
+                admin.createPartitions(Map.of(a, NewPartitions.increaseTo(4))).all().get(WAIT_S, TimeUnit.SECONDS);
+                return admin.describeTopics(List.of(a)).allTopicNames().get(WAIT_S, TimeUnit.SECONDS).get(a)
+                            .partitions().size();
+            });
+            step(results, failed, "produce", () -> {
+                Properties p = clientProps(bootstrap);
+                p.put(ProducerConfig.KEY_SERIALIZER_CLASS_CONFIG, StringSerializer.class.getName());
+                p.put(ProducerConfig.VALUE_SERIALIZER_CLASS_CONFIG, StringSerializer.class.getName());
+                try (KafkaProducer<String, String> producer = new KafkaProducer<>(p)) {
+                    List<Future<RecordMetadata>> fs = new ArrayList<>();
+                    for (int i = 0; i < 10; i++) {
+                        fs.add(producer.send(new ProducerRecord<>(a, 0, "k" + i, "a0-" + i)));
+                        fs.add(producer.send(new ProducerRecord<>(a, 1, "k" + i, "a1-" + i)));
+                    }
+                    long last = -1;
+                    for (Future<RecordMetadata> f : fs) {
+                        last = Math.max(last, f.get(WAIT_S, TimeUnit.SECONDS).offset());
+                    }
+                    return last;
+                }
+            });
+            step(results, failed, "deleteRecords", () -> {
+                DeletedRecords d = admin.deleteRecords(Map.of(a0, RecordsToDelete.beforeOffset(4))).lowWatermarks()
+                                        .get(a0).get(WAIT_S, TimeUnit.SECONDS);
+                return d.lowWatermark();
+            });
+            step(results, failed, "listOffsets", () -> {
+                Map<String, Object> out = new LinkedHashMap<>();
+                for (Map.Entry<String, OffsetSpec> spec : Map.of("earliest", OffsetSpec.earliest(),
+                                                                 "latest", OffsetSpec.latest()).entrySet()) {
+                    Map<TopicPartition, ListOffsetsResult.ListOffsetsResultInfo> r = admin.listOffsets(
+                        Map.of(a0, spec.getValue(), a1, spec.getValue())).all().get(WAIT_S, TimeUnit.SECONDS);
+                    out.put(spec.getKey(), List.of(r.get(a0).offset(), r.get(a1).offset()));
+                }
+                return new TreeMap<>(out);
+            });
+
+            // A live group: one member subscribed to the topic, its offsets committed.
+            KafkaConsumer<String, String> member = consumer(bootstrap, group,
+                                                            Map.of(ConsumerConfig.CLIENT_ID_CONFIG, "admin-check-member"));
+            try {
+                step(results, failed, "consume", () -> {
+                    member.subscribe(List.of(a));
+                    int got = 0;
+                    long deadline = System.nanoTime() + TimeUnit.SECONDS.toNanos(WAIT_S);
+                    while ((got < 16 || member.assignment().size() < 4) && System.nanoTime() < deadline) {
+                        got += member.poll(Duration.ofMillis(200)).count();
+                    }
+                    member.commitSync();
+                    return got;
+                });
+                step(results, failed, "listConsumerGroups", () -> groupListing(admin, group));
+                step(results, failed, "describeConsumerGroups", () -> groupDescription(admin, group));
+            } finally {
+                member.close(Duration.ofSeconds(10));
+            }
+            step(results, failed, "describeConsumerGroupsAfterLeave", () -> groupDescription(admin, group));
+            step(results, failed, "listConsumerGroupOffsets", () -> groupOffsets(admin, group));
+            step(results, failed, "alterConsumerGroupOffsets", () -> {
+                admin.alterConsumerGroupOffsets(group, Map.of(a0, new OffsetAndMetadata(5), a1, new OffsetAndMetadata(2)))
+                     .all().get(WAIT_S, TimeUnit.SECONDS);
+                return groupOffsets(admin, group);
+            });
+            step(results, failed, "deleteConsumerGroupOffsets", () -> {
+                admin.deleteConsumerGroupOffsets(group, Set.of(a1)).all().get(WAIT_S, TimeUnit.SECONDS);
+                return groupOffsets(admin, group);
+            });
+            step(results, failed, "deleteConsumerGroups", () -> {
+                admin.deleteConsumerGroups(List.of(group)).all().get(WAIT_S, TimeUnit.SECONDS);
+                return groupListing(admin, group);
+            });
+            step(results, failed, "deleteTopics", () -> {
+                admin.deleteTopics(List.of(a, b)).all().get(WAIT_S, TimeUnit.SECONDS);
+                Set<String> names = admin.listTopics().names().get(WAIT_S, TimeUnit.SECONDS);
+                return Map.of("a", names.contains(a), "b", names.contains(b));
+            });
+        }
+    }
+}
