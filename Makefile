@@ -11,7 +11,7 @@ export PATH := $(HOME)/.cargo/bin:$(PATH)
 NATIVE_SOURCES := native/Cargo.toml native/pyproject.toml $(wildcard native/src/*.rs)
 PYTEST_ARGS ?=
 
-.PHONY: demo test bench install clean unit typecheck
+.PHONY: demo test bench install clean unit typecheck fuzz
 
 install: $(STAMPS)/venv $(STAMPS)/apt $(STAMPS)/native
 
@@ -63,6 +63,11 @@ demo: install
 bench: install $(STAMPS)/jars-spark-kafka
 	$(PY) bench/broker_throughput.py
 	$(PY) bench/spark_read.py
+
+# every fuzzing harness (fuzz/README.md) for SECONDS of run time in total, two at a time; logs in /tmp/fuzzruns
+SECONDS ?= 600
+fuzz: install
+	$(PY) -m fuzz.campaign --seconds $(SECONDS)
 
 clean:
 	rm -rf $(VENV) $(STAMPS) build *.egg-info native/target

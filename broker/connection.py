@@ -18,6 +18,7 @@ regions of fetch responses.
 from __future__ import annotations
 
 import asyncio
+import inspect
 import logging
 import os
 import socket
@@ -65,6 +66,7 @@ class Connection(asyncio.BufferedProtocol):
         self._frames = FrameReceiver(self.max_bytes, pool=self._pool)
         self._queue: deque[tuple[bytes | memoryview, int]] = deque()   # (frame, reserved bytes) behind the async request
         self._task: asyncio.Task[None] | None = None
+        self._pending: Awaitable[Any] | None = None   # the async handler's awaitable that _task runs
         self._out: list[Any] = []                # response bytes gathered during this pass
         self._backlog: list[Any] = []            # chunks waiting behind a slow sendfile
         self._send_task: asyncio.Task[None] | None = None
@@ -108,6 +110,9 @@ class Connection(asyncio.BufferedProtocol):
         for task in (self._task, self._send_task):
             if task is not None and not task.done():
                 task.cancel()
+        pending, self._pending = self._pending, None
+        if inspect.iscoroutine(pending) and inspect.getcoroutinestate(pending) == inspect.CORO_CREATED:
+            pending.close()    # cancelled before it started: close it, so it is not "never awaited"
         self._pool.forget(self._memory_released)
         self._frames.close()
         for _, reserved in self._queue:
@@ -224,6 +229,7 @@ class Connection(asyncio.BufferedProtocol):
             result = api.handler(ctx, request)
             if result is not None and type(result) is not bytes and hasattr(result, "__await__"):
                 loop = asyncio.get_running_loop()
+                self._pending = result
                 self._task = loop.create_task(self._finish(result, api.name, api_key, version, correlation_id))
                 return
         except Exception:  # noqa: BLE001
@@ -244,6 +250,8 @@ class Connection(asyncio.BufferedProtocol):
             log.exception("%s v%d from %s failed; closing the connection", name, version, self.peer)
             self.close()
             return
+        finally:
+            self._pending = None
         if self._closing:
             return
         self._task = None

@@ -92,8 +92,9 @@ class ReplicaManager:
                 f"{more} more partitions would make {held + more} on this broker, above max.broker.partitions={limit}")
 
     def auto_create(self, name: str) -> TopicInfo | None:
-        """Create `name` with broker defaults if auto.create.topics.enable; None when disabled."""
-        if not self.config["auto.create.topics.enable"]:
+        """Create `name` with broker defaults if auto.create.topics.enable; None when disabled, and
+        for internal names (`__consumer_offsets` is created by the group coordinator, with its settings)."""
+        if not self.config["auto.create.topics.enable"] or name.startswith("__"):
             return None
         result = self.create_topic(name, None, None, {})
         assert isinstance(result, TopicInfo)

@@ -51,8 +51,9 @@ def handle(ctx: BrokerContext, req: Request) -> Any:
         for t in requested:
             name = t.name
             topic_id = field(t, "topic_id", None)
-            if name is None and topic_id in (None, UUID_ZERO):
-                # Kafka: "Topic name can not be null" (below v12 names are required; any version needs one or an id)
+            if name is None and (topic_id in (None, UUID_ZERO) or req.api_version < 12):
+                # Kafka: "Topic name can not be null" below v12 (topic ids are looked up from v12 on);
+                # any version needs a name or an id
                 topics.append({"error_code": ErrorCode.invalid_request, "name": "", "topic_id": UUID_ZERO,
                                "partitions": []})
                 continue

@@ -124,6 +124,11 @@ class OffsetStore:
 
     # -- writes
     def _write(self, group: str, entries: list[tuple[bytes, bytes | None]], now_ms: int) -> None:
+        if self.replicas.registry.get(OFFSETS_TOPIC) is None:
+            # a client deleted it (Kafka allows that too): recreate it with the same partition count,
+            # so every group keeps its partition; what was committed before is still held in memory
+            log.warning("%s was deleted; recreating it with %d partitions", OFFSETS_TOPIC, self.num_partitions)
+            self.ensure_topic()
         records = [Record(i, now_ms, k, v) for i, (k, v) in enumerate(entries)]
         self.replicas.append(OFFSETS_TOPIC, partition_for(group, self.num_partitions), encode_batch(records))
 

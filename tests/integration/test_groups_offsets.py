@@ -321,3 +321,27 @@ def test_initial_rebalance_delay_gathers_members_into_one_generation(
     assert [r.generation_id for r in results] == [1, 1, 1]
     assert sum(1 for r in results if r.members) == 1 and len(next(r for r in results if r.members).members) == 3
     assert 1.0 <= took < 3.5
+
+
+def test_a_deleted_consumer_offsets_topic_comes_back_whole_on_the_next_commit(broker_factory):
+    """Found by fuzzing: Kafka lets a client delete __consumer_offsets; pylog then failed every commit
+    with a traceback and Metadata re-created the topic with one partition. Now the next write
+    recreates it with its partition count, and nothing auto-creates internal topics."""
+    from confluent_kafka.admin import AdminClient
+    from confluent_kafka import TopicPartition as TP
+    b = broker_factory(settings={"offsets.topic.num.partitions": 5})
+    create_topic(b.bootstrap, "data")
+    produce(b.bootstrap, "data", [b"a", b"b"])
+    admin = AdminClient({"bootstrap.servers": b.bootstrap})
+    admin.delete_topics(["__consumer_offsets"])["__consumer_offsets"].result(timeout=10)
+    assert "__consumer_offsets" not in admin.list_topics(timeout=10).topics
+    c = Consumer({"bootstrap.servers": b.bootstrap, "group.id": "after-delete", "enable.auto.commit": False})
+    try:
+        committed = c.commit(offsets=[TP("data", 0, 2)], asynchronous=False)
+        assert [(t.partition, t.offset, t.error) for t in committed] == [(0, 2, None)]
+        assert [t.offset for t in c.committed([TP("data", 0)], timeout=10)] == [2]
+    finally:
+        c.close()
+    topics = admin.list_topics(timeout=10).topics
+    assert len(topics["__consumer_offsets"].partitions) == 5
+    assert "Traceback" not in b.log_text()

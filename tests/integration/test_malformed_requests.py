@@ -53,9 +53,11 @@ def test_a_null_where_the_schema_forbids_it_closes_cleanly(pylog_broker, name):
 
 
 @pytest.mark.parametrize("version", [10, 11])
-def test_a_null_topic_name_in_metadata_gets_invalid_request(pylog_broker, version):
-    # topics: one entry (topic_id zero, name null), allow_auto_topic_creation, (v10/11) two flags
-    body = b"\x02" + b"\x00" * 16 + b"\x00" + b"\x00" + b"\x01" + b"\x00\x00" + b"\x00"
+@pytest.mark.parametrize("topic_id", [b"\x00" * 16, b"\x00" * 15 + b"\x01"], ids=["zero-id", "unknown-id"])
+def test_a_null_topic_name_in_metadata_gets_invalid_request(pylog_broker, version, topic_id):
+    # topics: one entry (topic_id, name null), allow_auto_topic_creation, (v10/11) two flags. Found by
+    # fuzzing: with an unknown id the answer's name was null, which v10/v11 cannot encode.
+    body = b"\x02" + topic_id + b"\x00" + b"\x00" + b"\x01" + b"\x00\x00" + b"\x00"
     frame = _header(3, version, True) + body
     with WireClient("127.0.0.1", pylog_broker.port) as w:
         w.send_raw(struct.pack(">i", len(frame)) + frame)
