@@ -8,30 +8,23 @@ prints its observations as JSON; the assertions on them are here.
 from __future__ import annotations
 
 import struct
-import uuid
 from pathlib import Path
-from typing import Iterator
+
 
 import pytest
 
 from broker.process import BrokerProcess
-from tests.support.clients import create_topic, produce
+from tests.support.clients import create_topic, produce, unique_name
 from tests.support.kafka_tools import java_result
 
 
 @pytest.fixture(scope="module")
-def broker(tmp_path_factory: pytest.TempPathFactory) -> Iterator[BrokerProcess]:
-    # Kafka's test peer runs with no initial rebalance delay too; each group test saves 3 s.
-    process = BrokerProcess(tmp_path_factory.mktemp("java-clients") / "data",
-                            settings={"group.initial.rebalance.delay.ms": 0}).start()
-    try:
-        yield process
-    finally:
-        process.close()
+def broker(quick_groups_broker: BrokerProcess) -> BrokerProcess:
+    return quick_groups_broker      # no initial rebalance delay: each group test saves 3 s
 
 
 def _name(prefix: str) -> str:
-    return f"{prefix}-{uuid.uuid4().hex[:8]}"
+    return unique_name(prefix)
 
 
 def _stored_batches(data_dir: Path, topic: str, partition: int) -> list[dict[str, int]]:

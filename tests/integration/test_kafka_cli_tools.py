@@ -10,30 +10,23 @@ from __future__ import annotations
 import re
 import subprocess
 import time
-import uuid
-from typing import Callable, Iterator
+from typing import Callable
 
 import pytest
 from kafka.partitioner.default import murmur2
 
 from broker.process import BrokerProcess
-from tests.support.clients import create_topic, produce
+from tests.support.clients import create_topic, produce, unique_name
 from tests.support.kafka_tools import run_tool, start_tool
 
 
 @pytest.fixture(scope="module")
-def broker(tmp_path_factory: pytest.TempPathFactory) -> Iterator[BrokerProcess]:
-    # No initial rebalance delay (as Kafka's own test settings): the console consumers join at once.
-    process = BrokerProcess(tmp_path_factory.mktemp("kafka-cli") / "data",
-                            settings={"group.initial.rebalance.delay.ms": 0}).start()
-    try:
-        yield process
-    finally:
-        process.close()
+def broker(quick_groups_broker: BrokerProcess) -> BrokerProcess:
+    return quick_groups_broker      # no initial rebalance delay: each group test saves 3 s
 
 
 def _name(prefix: str) -> str:
-    return f"{prefix}-{uuid.uuid4().hex[:8]}"
+    return unique_name(prefix)
 
 
 def tool(name: str, *args: str, stdin: str | None = None) -> subprocess.CompletedProcess[str]:

@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import time
+import uuid
 from typing import Any, Iterable
 
 from confluent_kafka import Consumer, KafkaException, Producer, TopicPartition
@@ -68,3 +69,8 @@ def consume(bootstrap: str, topic: str, partitions: Iterable[int], count: int, t
         return out
     finally:
         c.close()
+
+
+def unique_name(prefix: str) -> str:
+    """A topic or group name no other test uses: `prefix-<8 hex digits>`."""
+    return f"{prefix}-{uuid.uuid4().hex[:8]}"
