@@ -3,7 +3,7 @@
 Each atheris target runs as libFuzzer would run it for real (its seed corpus, then coverage-guided
 mutations, a fixed seed), with a scratch directory first so the corpus kept in the repository is
 never written to; any uncaught exception, timeout or memory blow-up makes it exit non-zero. The
-live-broker mutator runs for 20 s against a real broker process beside a healthy client, with the
+live-broker mutator runs for 10 s against a real broker process beside a healthy client, with the
 same assertions as its long runs: broker alive and answering, no traceback in its log, RSS bounded,
 every healthy record intact and in order.
 """
@@ -22,7 +22,7 @@ from fuzz import live_broker
 
 REPO = Path(__file__).resolve().parents[2]
 CORPUS = REPO / "fuzz" / "corpus"
-RUNS = {"framing": 20_000, "requests": 6_000, "validator": 30_000}
+RUNS = {"framing": 8_000, "requests": 3_000, "validator": 10_000}   # about 5 s each (make test budget)
 
 
 @pytest.mark.parametrize("target", sorted(RUNS))
@@ -53,7 +53,7 @@ def test_requests_corpus_holds_a_valid_request_of_every_advertised_api():
 
 
 def test_live_broker_mutator_leaves_the_broker_and_a_healthy_client_intact(tmp_path):
-    report = live_broker.run(20, seed=7, workdir=tmp_path / "live", log=lambda s: None)
+    report = live_broker.run(10, seed=7, workdir=tmp_path / "live", log=lambda s: None)
     assert report.ok, "\n".join(report.problems)
-    assert report.stats.connections > 200 and report.healthy_records > 1000, report
+    assert report.stats.connections > 100 and report.healthy_records > 500, report
     assert report.rss_max_mb < report.rss_bound_mb
