@@ -33,6 +33,14 @@ $(STAMPS)/jars-spark-kafka: jvm/spark-kafka.xml
 	mvn -q -f jvm/spark-kafka.xml dependency:copy-dependencies -DoutputDirectory=$(CURDIR)/$(JARS)/spark-kafka -DincludeScope=runtime
 	@touch $@
 
+# delta-spark, Spark's own Delta engine (maintenance, interoperability tests): jars from Maven Central into the
+# same cache, minus what Spark ships (jvm/delta-spark.xml); jobs/spark_session.py's with_delta_spark uses them
+$(STAMPS)/jars-delta-spark: jvm/delta-spark.xml
+	@mkdir -p $(STAMPS)
+	rm -rf $(JARS)/delta-spark
+	mvn -q -f jvm/delta-spark.xml dependency:copy-dependencies -DoutputDirectory=$(CURDIR)/$(JARS)/delta-spark -DincludeScope=runtime
+	@touch $@
+
 # Apache Kafka's broker (test peer): jars from Maven Central into the same cache
 $(STAMPS)/jars-kafka-broker: jvm/kafka-broker.xml
 	@mkdir -p $(STAMPS)
@@ -48,7 +56,7 @@ $(STAMPS)/apt:
 	fi
 	@touch $@
 
-test: install typecheck $(STAMPS)/jars-kafka-broker
+test: install typecheck $(STAMPS)/jars-kafka-broker $(STAMPS)/jars-delta-spark
 	$(PY) -m pytest -q -p no:cacheprovider $(PYTEST_ARGS)
 
 typecheck: $(STAMPS)/venv

@@ -12,7 +12,11 @@ Owns the exactly-once rule, by batch identity:
     writer commits first, the rule is checked again on the new snapshot. An append then goes on; an
     overwrite made against `read_version` fails with CommitConflictError rather than removing files
     it never read.
-Schema checks and merges happen here too. Never reads source data.
+Schema checks and merges happen here too, and `check_writable`: a table that uses a Delta feature the
+sink cannot write correctly (column mapping, generated columns, CHECK constraints, expiring txns, or
+one delta-rs refuses) fails with UnsupportedTableError naming the table and the feature, before any
+file is written where the caller checks early, and before any commit in every case. Never reads
+source data.
 """
 from __future__ import annotations
 
@@ -28,7 +32,7 @@ from deltalake.exceptions import CommitFailedError, TableNotFoundError
 from deltalake.transaction import AddAction, CommitProperties, RemoveAction, Transaction
 
 from connectors.delta_log_reader import read_app_transactions
-from connectors.errors import CommitConflictError, FencedError, SchemaMismatchError
+from connectors.errors import CommitConflictError, FencedError, SchemaMismatchError, UnsupportedTableError
 from connectors.offset_txns import (
     AppState,
     generation_app_id,
@@ -43,8 +47,9 @@ log = logging.getLogger(__name__)
 
 MAX_COMMIT_ATTEMPTS = 50   # each attempt follows another writer's successful commit
 
-__all__ = ["BatchCommit", "SchemaMismatchError", "FencedError", "CommitConflictError", "commit_batch",
-           "claim_generation", "app_state", "committed_offsets", "current_generation", "open_table"]
+__all__ = ["BatchCommit", "SchemaMismatchError", "FencedError", "CommitConflictError", "UnsupportedTableError",
+           "commit_batch", "claim_generation", "app_state", "committed_offsets", "current_generation", "open_table",
+           "check_writable", "table_partition_columns"]
 
 
 @dataclass
@@ -71,12 +76,13 @@ def open_table(path: str) -> DeltaTable | None:
         return None
 
 
-def app_state(path: str, app_id: str) -> AppState:
-    """What `app_id` has stored in the table, from one consistent snapshot (empty when no table)."""
+def app_state(path: str, app_id: str, version: int | None = None) -> AppState:
+    """What `app_id` has stored in the table, from one consistent snapshot (empty when no table), as of
+    `version` when given (a retained version; TableLogError otherwise)."""
     if not (Path(path) / "_delta_log").exists():
         return AppState()
-    version, txns = read_app_transactions(path)
-    return AppState.from_txns(version, txns, app_id)
+    read, txns = read_app_transactions(path, version)
+    return AppState.from_txns(read, txns, app_id)
 
 
 def committed_offsets(path: str, app_id: str) -> PartitionOffsets:
@@ -109,13 +115,74 @@ def _delta_schema_compatible(table: pa.Schema, batch: pa.Schema, merge: bool, pa
     return pa.schema(list(table) + [pa.field(f.name, f.type, True) for f in new])
 
 
+def unsupported_features(dt: DeltaTable) -> list[str]:
+    """What in the table the sink cannot write correctly, one phrase each (empty: writable).
+
+    The sink writes plain Parquet files with logical column names and only the batch's columns, and
+    keeps offsets and markers as txn actions; each entry here would break one of those.
+    """
+    config = dt.metadata().configuration
+    out = []
+    mode = config.get("delta.columnMapping.mode", "none")
+    if mode != "none":
+        out.append(f"column mapping (delta.columnMapping.mode={mode}): its Parquet files must use physical column "
+                   "names, and rows written with logical names read as nulls")
+    generated = [f.name for f in dt.schema().fields if "delta.generationExpression" in (f.metadata or {})]
+    if generated:
+        out.append(f"generated columns ({', '.join(generated)}): the sink does not compute them")
+    identity = [f.name for f in dt.schema().fields if any(k.startswith("delta.identity.") for k in (f.metadata or {}))]
+    if identity:
+        out.append(f"identity columns ({', '.join(identity)}): the sink does not assign them")
+    constraints = sorted(k[len("delta.constraints."):] for k in config if k.startswith("delta.constraints."))
+    if constraints:
+        out.append(f"CHECK constraints ({', '.join(constraints)}): the sink does not enforce them")
+    if config.get("delta.setTransactionRetentionDuration"):
+        out.append(f"delta.setTransactionRetentionDuration={config['delta.setTransactionRetentionDuration']}: "
+                   "Delta drops txn actions older than that at checkpoints, and the sink keeps its offsets and "
+                   "batch markers in txn actions (a job would start over and duplicate rows); unset it")
+    return out
+
+
+def check_writable(dt: DeltaTable, path: str) -> None:
+    """Raise UnsupportedTableError naming the table and every feature the sink cannot write correctly."""
+    problems = unsupported_features(dt)
+    if problems:
+        raise UnsupportedTableError(path, "pylog-delta cannot write this table: it uses " + "; ".join(problems),
+                                    dt.version())
+
+
+def table_partition_columns(path: str, wanted: list[str]) -> list[str]:
+    """The partition columns to write an existing table with (its own), checked: the table must be writable,
+    and `wanted` (the sink's partitionBy, empty: unset) must be the table's. `wanted` when no table yet."""
+    dt = open_table(path)
+    if dt is None:
+        return wanted
+    check_writable(dt, path)
+    actual = list(dt.metadata().partition_columns)
+    if wanted and wanted != actual:
+        raise SchemaMismatchError(path, f"the table is partitioned by {actual or 'nothing'}, but the sink was given "
+                                  f"partitionBy {wanted}; set it to the table's or leave it unset")
+    return actual
+
+
 def ensure_table(path: str, schema: pa.Schema, partition_by: list[str] | None = None) -> DeltaTable:
     dt = open_table(path)
     if dt is None:
         Path(path).mkdir(parents=True, exist_ok=True)
         dt = DeltaTable.create(path, schema=schema, partition_by=partition_by or None, mode="ignore")
         log.info("created Delta table %s partitioned by %s", path, partition_by or "nothing")
+    check_writable(dt, path)
     return dt
+
+
+def _refused(dt: DeltaTable, path: str, error: CommitFailedError) -> UnsupportedTableError | None:
+    """The error to stop with when a failed commit was not another writer's commit (None: retry)."""
+    if "Unsupported table features" in str(error):
+        return UnsupportedTableError(path, f"pylog-delta cannot write this table: delta-rs refuses it: {error}",
+                                     dt.version())
+    if DeltaTable(path).version() == dt.version():   # nobody committed: retrying cannot help
+        return UnsupportedTableError(path, f"delta-rs refused the commit: {error}", dt.version())
+    return None
 
 
 def _props(metadata: Mapping[str, str], txns: Mapping[str, int]) -> CommitProperties:
@@ -153,6 +220,14 @@ def _skip_reason(dt: DeltaTable, c: BatchCommit) -> str | None:
     return None
 
 
+def _check_partitioning(dt: DeltaTable, c: BatchCommit) -> None:
+    actual = list(dt.metadata().partition_columns)
+    if actual != list(c.partition_by):
+        raise SchemaMismatchError(c.table_path, f"the table is partitioned by {actual or 'nothing'}, but batch "
+                                  f"{c.batch_id} of {c.app_id} was written partitioned by {c.partition_by or 'nothing'}; "
+                                  "set partitionBy to the table's or leave it unset")
+
+
 def _merge_schema(dt: DeltaTable, c: BatchCommit) -> DeltaTable:
     table_schema = pa.schema(dt.schema().to_arrow())
     merged = _delta_schema_compatible(table_schema, c.schema, c.merge_schema, c.table_path)
@@ -169,7 +244,11 @@ def commit_batch(c: BatchCommit) -> bool:
 
     Raises FencedError, CommitConflictError or SchemaMismatchError (the batch's files removed).
     """
-    ensure_table(c.table_path, c.schema, c.partition_by)
+    try:
+        ensure_table(c.table_path, c.schema, c.partition_by)
+    except UnsupportedTableError:
+        remove_files(c.table_path, c.files)
+        raise
     actions: list[AddAction | RemoveAction] = [AddAction(f["path"], f["size"], f["partition_values"], f["modification_time"], True,
                          f"{{\"numRecords\": {f['num_records']}}}") for f in c.files]
     metadata: dict[str, Any] = {"pylog.appId": c.app_id, "pylog.batchId": str(c.batch_id),
@@ -184,8 +263,10 @@ def commit_batch(c: BatchCommit) -> bool:
             remove_files(c.table_path, c.files)
             return False
         try:
+            check_writable(dt, c.table_path)
+            _check_partitioning(dt, c)
             dt = _merge_schema(dt, c)
-        except SchemaMismatchError:
+        except (SchemaMismatchError, UnsupportedTableError):
             remove_files(c.table_path, c.files)
             raise
         txns = {marker_app_id(c.app_id, c.generation): c.batch_id, generation_app_id(c.app_id): c.generation,
@@ -196,6 +277,10 @@ def commit_batch(c: BatchCommit) -> bool:
             dt.create_write_transaction(actions, mode=c.mode, schema=dt.schema(),
                                         partition_by=c.partition_by or None, commit_properties=_props(metadata, txns))
         except CommitFailedError as e:
+            refused = _refused(dt, c.table_path, e)
+            if refused is not None:
+                remove_files(c.table_path, c.files)
+                raise refused from None
             log.info("Delta table %s: another writer committed first (attempt %d): %s; checking again",
                      c.table_path, attempt, e)
             continue
@@ -222,11 +307,15 @@ def claim_generation(path: str, app_id: str, schema: pa.Schema, partition_by: li
         current = dt.transaction_version(generation_app_id(app_id))
         gen = 0 if current is None else current + 1
         try:
-            dt.create_write_transaction([], mode="append", schema=dt.schema(), partition_by=partition_by or None,
+            dt.create_write_transaction([], mode="append", schema=dt.schema(),
+                                        partition_by=list(dt.metadata().partition_columns) or None,
                                         commit_properties=_props({"pylog.appId": app_id, "pylog.generation": str(gen),
                                                                   "pylog.operation": "claim generation"},
                                                                  {generation_app_id(app_id): gen}))
-        except CommitFailedError:
+        except CommitFailedError as e:
+            refused = _refused(dt, path, e)
+            if refused is not None:
+                raise refused from None
             continue
         state = app_state(path, app_id)
         log.info("Delta table %s: app %s claimed generation %d at version %d", path, app_id, gen, dt.version() + 1)

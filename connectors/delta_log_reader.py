@@ -2,74 +2,164 @@
 
 delta-rs answers `transaction_version(app_id)` for an app id you already know, but cannot list
 them; the offset manager needs the list (one app id per topic-partition). This module reads the
-Delta protocol's public files: the last checkpoint (Parquet, `txn` column) and the JSON commits
-after it, so it keeps working after log cleanup. Read-only; never writes the log.
+Delta protocol's public files: the last checkpoint and the JSON commits after it, so it keeps
+working after log cleanup (the commits before a checkpoint deleted, as delta-spark and delta-rs do).
+Every checkpoint kind of the protocol is read: classic single-file and multi-part Parquet, and V2
+checkpoints (`<v>.checkpoint.<uuid>.json|parquet`, written by delta-spark with
+delta.checkpointPolicy=v2), whose top-level file holds the txn actions (sidecars hold only files).
+Only `<20 digits>.json` files are commits: V2 checkpoints and log compactions also end in `.json`.
+A log that cannot be read as one unbroken run from a checkpoint raises TableLogError, never an empty
+(or stale) state: an empty state would make a job start over and duplicate what the table holds.
+Read-only; never writes the log.
 """
 from __future__ import annotations
 
 import json
 import logging
+import re
 from pathlib import Path
 
 import pyarrow.parquet as pq
 
+from connectors.errors import TableLogError
+
 log = logging.getLogger(__name__)
 
+_COMMIT = re.compile(r"^(\d{20})\.json$")
+_SINGLE = re.compile(r"^(\d{20})\.checkpoint\.parquet$")
+_PART = re.compile(r"^(\d{20})\.checkpoint\.(\d{10})\.(\d{10})\.parquet$")
+_V2 = re.compile(r"^(\d{20})\.checkpoint\.[0-9A-Za-z-]+\.(?:json|parquet)$")
+_ATTEMPTS = 3   # a log cleanup between reading the checkpoint and listing the commits: read again
 
-def _checkpoint_files(log_dir: Path) -> tuple[int, list[Path]]:
-    """(version, files) of the last complete checkpoint, or (-1, []) when there is none."""
+
+def _from_last_checkpoint(log_dir: Path) -> tuple[int, list[Path]] | None:
+    """The checkpoint `_last_checkpoint` names, when all its files are there."""
     last = log_dir / "_last_checkpoint"
-    if last.exists():
-        try:
-            meta = json.loads(last.read_text())
-            version = int(meta["version"])
-            parts = meta.get("parts")
-            if parts:
-                files = [log_dir / f"{version:020d}.checkpoint.{i:010d}.{parts:010d}.parquet" for i in range(1, parts + 1)]
-            else:
-                files = [log_dir / f"{version:020d}.checkpoint.parquet"]
-            if all(f.exists() for f in files):
-                return version, files
-        except (OSError, ValueError, KeyError) as e:
-            log.warning("ignoring unreadable %s: %s", last, e)
-    singles = sorted(log_dir.glob("*.checkpoint.parquet"))
-    if singles:
-        return int(singles[-1].name.split(".")[0]), [singles[-1]]
-    return -1, []
+    if not last.exists():
+        return None
+    try:
+        meta = json.loads(last.read_text())
+        version = int(meta["version"])
+        parts = meta.get("parts")
+        v2 = meta.get("v2Checkpoint")
+        if v2 and v2.get("path"):
+            files = [log_dir / Path(str(v2["path"])).name]
+        elif parts:
+            files = [log_dir / f"{version:020d}.checkpoint.{i:010d}.{parts:010d}.parquet" for i in range(1, parts + 1)]
+        else:
+            files = [log_dir / f"{version:020d}.checkpoint.parquet"]
+    except (OSError, ValueError, KeyError, TypeError, AttributeError) as e:
+        log.warning("ignoring unreadable %s: %s", last, e)
+        return None
+    return (version, files) if all(f.exists() for f in files) else None
 
 
-def read_app_transactions(table_path: str | Path) -> tuple[int, dict[str, int]]:
-    """(table version, every app id with a txn action at that version mapped to its latest version).
+def _listed_checkpoints(names: list[str], log_dir: Path, at_most: int | None) -> tuple[int, list[Path]]:
+    """The newest complete checkpoint among the listed files (any kind) at or before `at_most`, or (-1, [])."""
+    found: dict[int, list[Path]] = {}
+    parts: dict[tuple[int, int], set[int]] = {}
+    for name in names:
+        if m := _SINGLE.match(name) or _V2.match(name):
+            if at_most is None or int(m.group(1)) <= at_most:
+                found.setdefault(int(m.group(1)), [log_dir / name])
+        elif m := _PART.match(name):
+            if at_most is None or int(m.group(1)) <= at_most:
+                parts.setdefault((int(m.group(1)), int(m.group(3))), set()).add(int(m.group(2)))
+    for (version, total), seen in parts.items():
+        if seen == set(range(1, total + 1)) and version not in found:
+            found[version] = [log_dir / f"{version:020d}.checkpoint.{i:010d}.{total:010d}.parquet"
+                              for i in range(1, total + 1)]
+    if not found:
+        return -1, []
+    version = max(found)
+    return version, found[version]
 
-    The version is the last commit read in an unbroken run after the checkpoint, so the txns are one
-    consistent snapshot even while other writers commit. (-1, {}) for a table with no commits.
-    """
-    log_dir = Path(table_path) / "_delta_log"
-    found: dict[str, int] = {}
-    cp_version, cp_files = _checkpoint_files(log_dir)
-    for f in cp_files:
-        table = pq.read_table(f, columns=["txn"])
-        for row in table.column("txn").to_pylist():
+
+def _checkpoint_txns(files: list[Path]) -> dict[str, int]:
+    out: dict[str, int] = {}
+    for f in files:
+        if f.suffix == ".json":   # a V2 checkpoint's top-level file: one action per line
+            for line in f.read_text().splitlines():
+                if '"txn"' in line:
+                    txn = json.loads(line).get("txn")
+                    if txn:
+                        out[txn["appId"]] = int(txn["version"])
+            continue
+        if "txn" not in pq.read_schema(f).names:
+            continue
+        for row in pq.read_table(f, columns=["txn"]).column("txn").to_pylist():
             if row:
-                found[row["appId"]] = int(row["version"])
-    commits = sorted(
-        (int(p.name.split(".")[0]), p) for p in log_dir.glob("*.json") if p.name.split(".")[0].isdigit()
-    )
+                out[row["appId"]] = int(row["version"])
+    return out
+
+
+def _read_once(log_dir: Path, at: int | None) -> tuple[int, dict[str, int], int | None]:
+    """(version, txns, first commit version after the checkpoint when it does not follow it, else None),
+    as of version `at` (None: the latest)."""
+    names = [p.name for p in log_dir.iterdir()] if log_dir.is_dir() else []
+    chosen = _from_last_checkpoint(log_dir)
+    if chosen and at is not None and chosen[0] > at:
+        chosen = None
+    listed = _listed_checkpoints(names, log_dir, at)
+    cp_version, cp_files = chosen if chosen and chosen[0] >= listed[0] else listed
+    found = _checkpoint_txns(cp_files)
+    commits = sorted((int(m.group(1)), log_dir / n) for n in names if (m := _COMMIT.match(n)))
     version = cp_version
     for v, path in commits:
         if v <= cp_version:
             continue
-        if v != version + 1:
+        if at is not None and v > at:
             break
-        for line in path.read_text().splitlines():
+        if v != version + 1:
+            if version == cp_version:   # the run after the checkpoint is broken from its start
+                return version, found, v
+            break
+        try:
+            text = path.read_text()
+        except FileNotFoundError:   # removed by a log cleanup while reading
+            return version, found, v
+        for line in text.splitlines():
             if '"txn"' not in line:
                 continue
-            action = json.loads(line)
-            txn = action.get("txn")
+            txn = json.loads(line).get("txn")
             if txn:
                 found[txn["appId"]] = int(txn["version"])
         version = v
-    return version, found
+    return version, found, None
+
+
+def read_app_transactions(table_path: str | Path, version: int | None = None) -> tuple[int, dict[str, int]]:
+    """(table version, every app id with a txn action at that version mapped to its latest version).
+
+    The version is the last commit read in an unbroken run after the checkpoint, so the txns are one
+    consistent snapshot even while other writers commit. (-1, {}) for a table with no commits.
+    With `version`, the txns as of that version, which must be retained: a checkpoint at or before it
+    and every commit from there to it still in the log (else TableLogError naming what is retained).
+    Raises TableLogError when the commits after the newest readable checkpoint do not follow it.
+    """
+    log_dir = Path(table_path) / "_delta_log"
+    for _ in range(_ATTEMPTS):
+        read, found, gap = _read_once(log_dir, version)
+        if version is not None and (gap is not None or read != version):
+            raise TableLogError(str(table_path), f"version {version} is not retained in its log ({_retained(log_dir)}); "
+                                "choose a retained version")
+        if gap is None:
+            return read, found
+    raise TableLogError(str(table_path), "its log cannot be read: the commits after "
+                        + (f"checkpoint {read}" if read >= 0 else "the start (no readable checkpoint)")
+                        + f" begin at version {gap}, so the offsets and batch markers pylog keeps in the log "
+                        "are unknown. Is a checkpoint file missing, or of a kind this reader does not know?")
+
+
+def _retained(log_dir: Path) -> str:
+    """'versions A to B are retained' (the versions the table can be read as of), for error messages."""
+    names = [p.name for p in log_dir.iterdir()] if log_dir.is_dir() else []
+    commits = sorted(int(m.group(1)) for n in names if (m := _COMMIT.match(n)))
+    cps = sorted({int(m.group(1)) for n in names if (m := _SINGLE.match(n) or _V2.match(n) or _PART.match(n))})
+    if not commits:
+        return "it has no commits"
+    first = commits[0] if commits[0] == 0 else min([c for c in cps if c >= commits[0] - 1] or [commits[-1]])
+    return f"versions {first} to {commits[-1]} are retained"
 
 
 def list_app_transactions(table_path: str | Path) -> dict[str, int]:

@@ -33,7 +33,7 @@ from pyspark.sql.datasource import (
 from pyspark.sql.types import StructType
 
 from connectors import faults
-from connectors.delta_commit import BatchCommit, app_state, claim_generation, commit_batch
+from connectors.delta_commit import BatchCommit, app_state, claim_generation, commit_batch, table_partition_columns
 from connectors.parquet_files import remove_files, write_files
 from connectors.spark_checkpoint import kafka_position
 from sparklog.offsets import PartitionOffsets, TopicPartition, from_json, to_json
@@ -151,9 +151,17 @@ def _resolve_generation(opts: SinkOptions, schema: pa.Schema) -> int:
     return gen
 
 
+def _checked(opts: SinkOptions) -> SinkOptions:
+    """`opts` with an existing table's own partition columns, after checking (on the driver, before any
+    executor writes a file) that the sink can write the table: raises UnsupportedTableError or
+    SchemaMismatchError naming the table."""
+    opts.partition_by = table_partition_columns(opts.path, opts.partition_by)
+    return opts
+
+
 class DeltaStreamWriter(DataSourceStreamArrowWriter):
     def __init__(self, opts: SinkOptions, schema: StructType) -> None:
-        self.opts = opts
+        self.opts = _checked(opts)
         self.schema = arrow_schema(schema)
         self.generation = _resolve_generation(opts, self.schema)
 
@@ -173,7 +181,7 @@ class DeltaStreamWriter(DataSourceStreamArrowWriter):
 
 class DeltaBatchWriter(DataSourceArrowWriter):
     def __init__(self, opts: SinkOptions, schema: StructType, overwrite: bool) -> None:
-        self.opts = opts
+        self.opts = _checked(opts)
         self.schema = arrow_schema(schema)
         self.overwrite = overwrite
         if opts.batch_id is not None:

@@ -27,3 +27,13 @@ class FencedError(DeltaSinkError):
 class CommitConflictError(DeltaSinkError):
     """Another writer committed since this writer read the table, and this commit would undo it
     (an overwrite), or retries ran out. Nothing was committed."""
+
+
+class UnsupportedTableError(DeltaSinkError):
+    """The table uses a Delta feature pylog-delta cannot write correctly (the message names it); nothing
+    was committed. Writing anyway would store rows readers cannot see, or break the table's rules."""
+
+
+class TableLogError(DeltaSinkError):
+    """The table's Delta log cannot be read as one unbroken run from a checkpoint, so the offsets and
+    batch markers pylog keeps there are unknown. Nothing is guessed: starting over would duplicate."""

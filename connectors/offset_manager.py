@@ -43,9 +43,10 @@ class OffsetManager:
         self.table_path = table_path
         self.app_id = app_id
 
-    def state(self) -> AppState:
-        """Offsets, topic ids, generation and last batch of this app, from one snapshot of the table."""
-        return app_state(self.table_path, self.app_id)
+    def state(self, version: int | None = None) -> AppState:
+        """Offsets, topic ids, generation and last batch of this app, from one snapshot of the table (as of
+        `version`, a version still retained in its log, when given)."""
+        return app_state(self.table_path, self.app_id, version)
 
     def committed(self) -> PartitionOffsets:
         """{(topic, partition): next offset} of the data in the table for this app (empty if none)."""

@@ -1,7 +1,7 @@
 """`pylog job reprocess`: Hadoop-style offline reprocessing by rewinding offsets.
 
-Rewinds to `reprocess.from` (earliest | timestamp:<epoch ms or ISO-8601> | offsets:<JSON>), reads up
-to the current end, and rebuilds the table in one atomic Delta commit: into `reprocess.target.path`
+Rewinds to `reprocess.from` (earliest | timestamp:<epoch ms or ISO-8601> | offsets:<JSON> |
+version:<table version>), reads up to the current end, and rebuilds the table in one atomic Delta commit: into `reprocess.target.path`
 (a new table), or, with reprocess.mode=replace, replacing `sink.table.path`.
 
 A replace first claims a new generation of the app in the table. That fences a `stream_to_delta`
@@ -9,7 +9,11 @@ writing the same table: its next commit fails with a message saying so, nothing 
 lost, and once restarted it resumes from the offsets of the rebuilt table. The replace then
 commits against the version its claim made; if any other writer committed after it, the replace
 fails with a conflict error and replaces nothing. Offsets given with `offsets:` follow Spark's rules:
-every partition named, no unknown topic or partition, no offset beyond the log end.
+every partition named, no unknown topic or partition, no offset beyond the log end. `version:V` starts
+from the offsets sink.app.id had stored in sink.table.path as of its version V, which must still be
+retained in the table's log (after Delta's log cleanup: a checkpoint at or before V and the commits
+after it); they are checked against the live log as a resuming job's are, and partitions the app had
+not seen yet start at their earliest offset.
 """
 from __future__ import annotations
 
@@ -19,7 +23,7 @@ from typing import Any
 from broker.timestamps import parse_instant_ms
 from connectors.delta_commit import claim_generation
 from connectors.delta_sink import arrow_schema, writer_options
-from connectors.offset_manager import LiveLog, live_log, rewind_offsets
+from connectors.offset_manager import LiveLog, OffsetManager, live_log, resume_from, rewind_offsets
 from jobs.config import JobConfig, JobConfigError
 from jobs.progress import BatchProgress
 from jobs.rows import source_options, table_rows
@@ -39,12 +43,22 @@ def parse_from(cfg: JobConfig) -> tuple[str, Any]:
             return "timestamp", parse_instant_ms(v[len("timestamp:"):])
         except ValueError as e:
             raise JobConfigError(f"job reprocess: reprocess.from: {e}") from None
+    if v.startswith("version:"):
+        try:
+            version = int(v[len("version:"):])
+        except ValueError:
+            version = -1
+        if version < 0:
+            raise JobConfigError(f"job reprocess: reprocess.from version must be a table version (an integer >= 0), "
+                                 f"got {v[len('version:'):]!r}")
+        return "version", version
     if v.startswith("offsets:"):
         try:
             return "offsets", from_json(v[len("offsets:"):])
         except ValueError as e:
             raise JobConfigError(f"job reprocess: reprocess.from offsets must be JSON like {{\"t\":{{\"0\":5}}}}: {e}") from None
-    raise JobConfigError(f"job reprocess: reprocess.from must be earliest, timestamp:<ms|ISO> or offsets:<JSON>, got {v!r}")
+    raise JobConfigError(f"job reprocess: reprocess.from must be earliest, timestamp:<ms|ISO>, offsets:<JSON> or "
+                         f"version:<table version>, got {v!r}")
 
 
 def _fmt(tps: set[TopicPartition]) -> list[str]:
@@ -78,6 +92,15 @@ def strict_offsets(given: PartitionOffsets, live: LiveLog) -> PartitionOffsets:
     return out
 
 
+def version_offsets(cfg: JobConfig, table: str, app_id: str, version: int, live: LiveLog) -> PartitionOffsets:
+    """The offsets `app_id` had stored in `table` as of `version`, checked against the live log."""
+    state = OffsetManager(table, app_id).state(version)
+    if not state.offsets:
+        raise JobConfigError(f"job reprocess: app {app_id} had stored no offsets in {table} as of version {version}")
+    log.info("app %s had stored offsets %s as of version %d of %s", app_id, to_json(state.offsets), version, table)
+    return resume_from(state, live, fail_on_data_loss=cfg.bool("source.fail.on.data.loss", True), new="earliest")
+
+
 def run(cfg: JobConfig) -> int:
     bootstrap = cfg.require("source.bootstrap.servers")
     topics = cfg.list("source.topics")
@@ -92,6 +115,8 @@ def run(cfg: JobConfig) -> int:
     ends = live.latest
     if kind == "offsets":
         starts = strict_offsets(value, live)
+    elif kind == "version":
+        starts = version_offsets(cfg, table, app_id, value, live)
     else:
         starts = rewind_offsets(bootstrap, topics, timestamp_ms=value) if kind == "timestamp" else \
             {tp: live.earliest[tp] for tp in ends}

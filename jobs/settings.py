@@ -88,15 +88,33 @@ BATCH_LOAD = SOURCE + SINK + COMMON + (
 
 REPROCESS = SOURCE + SINK + COMMON + (
     Setting("reprocess.from", "earliest", "where to rewind to: earliest | timestamp:<epoch ms or ISO-8601, UTC "
-            "unless it names a zone> | offsets:{\"topic\":{\"0\":100,...}} naming every partition (-2 = earliest)"),
+            "unless it names a zone> | offsets:{\"topic\":{\"0\":100,...}} naming every partition (-2 = earliest) | "
+            "version:<V>, the offsets sink.app.id had stored in sink.table.path as of its version V (still retained)"),
     Setting("reprocess.mode", "new-table", "new-table: write reprocess.target.path | replace: atomically replace "
             "sink.table.path (fences a stream writing it)"),
     Setting("reprocess.target.path", None, "the new table, for reprocess.mode=new-table"),
 )
 
 
+MAINTAIN = (
+    Setting("sink.table.path", None, "the Delta table to maintain", True),
+    Setting("maintain.optimize", "true", "compact small files with delta-spark's OPTIMIZE"),
+    Setting("maintain.zorder.by", None, "comma-separated columns to Z-ORDER by while compacting"),
+    Setting("maintain.vacuum", "true", "delete files no version within the retention needs (VACUUM)"),
+    Setting("maintain.vacuum.retention.hours", "168", "VACUUM's retention; below the table's "
+            "delta.deletedFileRetentionDuration it needs spark.databricks.delta.retentionDurationCheck.enabled=false, "
+            "and beside a running writer it must exceed the longest time from writing a batch to committing it"),
+    Setting("maintain.checkpoint", "true", "write a checkpoint of the latest version"),
+    Setting("maintain.log.cleanup", "true", "after the checkpoint, delete the commits older than the table's "
+            "delta.logRetentionDuration (the offsets stay in the checkpoint)"),
+    Setting("maintain.max.attempts", "5", "attempts of each step when another writer's commit conflicts with it"),
+    Setting("maintain.report.path", None, "also write the report (sizes, file counts, each app's offsets) as JSON here"),
+) + COMMON
+
+
 JOB_SETTINGS: dict[str, tuple[Setting, ...]] = {
     "stream_to_delta": STREAM_TO_DELTA,
     "batch_load": BATCH_LOAD,
     "reprocess": REPROCESS,
+    "maintain": MAINTAIN,
 }

@@ -3,6 +3,11 @@
 Registers the `pylog` source and the `pylog-delta` sink explicitly, so jobs work from any directory
 and any install mode (Spark's own discovery of `pyspark_*` modules depends on how the package was
 installed). Spark and py4j log at WARN unless `spark.log.level` says otherwise.
+
+`with_delta_spark(builder)` puts delta-spark, Spark's own Delta engine, on a session: its jars (fetched
+from Maven Central by the Makefile into .cache/jars/delta-spark, see jvm/delta-spark.xml), Delta's SQL
+extension and catalog. Jobs that need it pass `delta_spark=True` to build_session; tests use the same
+function. Both settings are static: they must be on the builder before the first session of the JVM.
 """
 from __future__ import annotations
 
@@ -15,10 +20,49 @@ from typing import Any
 from jobs.config import JobConfig
 from jobs.signals import STOPPER, shield_spark_jvm
 
-LOG4J = Path(__file__).resolve().parents[1] / "conf" / "log4j2.properties"
+REPO = Path(__file__).resolve().parents[1]
+LOG4J = REPO / "conf" / "log4j2.properties"
+DELTA_SPARK_JARS = REPO / ".cache" / "jars" / "delta-spark"
+DELTA_SPARK_CONF = {
+    "spark.sql.extensions": "io.delta.sql.DeltaSparkSessionExtension",
+    "spark.sql.catalog.spark_catalog": "org.apache.spark.sql.delta.catalog.DeltaCatalog",
+}
 
 
-def build_session(cfg: JobConfig, app_name: str) -> Any:  # -> SparkSession (pyspark imported lazily)
+class DeltaSparkMissing(RuntimeError):
+    """delta-spark's jars are not where the session looks for them."""
+
+
+def delta_spark_jars(folder: str | Path | None = None) -> list[Path]:
+    """The jars of delta-spark (default .cache/jars/delta-spark); raises DeltaSparkMissing naming the fix."""
+    where = Path(folder) if folder else DELTA_SPARK_JARS
+    jars = sorted(where.glob("*.jar")) if where.is_dir() else []
+    if not any(j.name.startswith("delta-spark_") for j in jars):
+        raise DeltaSparkMissing(f"delta-spark's jars are not in {where}: run `make .stamps/jars-delta-spark` "
+                                "(it fetches them from Maven Central, see jvm/delta-spark.xml)")
+    return jars
+
+
+def with_delta_spark(builder: Any, jars_folder: str | Path | None = None, extra_jars: str | None = None,
+                     extra_extensions: str | None = None) -> Any:
+    """`builder` (a SparkSession.Builder) with delta-spark enabled; `extra_jars` and `extra_extensions`: the
+    user's own spark.jars and spark.sql.extensions, kept beside Delta's."""
+    jars = [str(j) for j in delta_spark_jars(jars_folder)] + [j for j in (extra_jars or "").split(",") if j]
+    builder = builder.config("spark.jars", ",".join(jars))
+    for k, v in DELTA_SPARK_CONF.items():
+        if k == "spark.sql.extensions" and extra_extensions:
+            v = ",".join([v] + [e for e in extra_extensions.split(",") if e and e != v])
+        builder = builder.config(k, v)
+    return builder
+
+
+def has_delta_spark(spark: Any) -> bool:
+    """Whether `spark` (a SparkSession) was built with delta-spark's extension."""
+    return DELTA_SPARK_CONF["spark.sql.extensions"] in (spark.conf.get("spark.sql.extensions", "") or "")
+
+
+def build_session(cfg: JobConfig, app_name: str, *, delta_spark: bool = False) -> Any:  # -> SparkSession
+    """The job's SparkSession (pyspark imported lazily); with delta-spark's engine when `delta_spark`."""
     os.environ.setdefault("SPARK_LOCAL_IP", "127.0.0.1")
     os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
     os.environ.setdefault("PYSPARK_DRIVER_PYTHON", sys.executable)
@@ -36,6 +80,8 @@ def build_session(cfg: JobConfig, app_name: str) -> Any:  # -> SparkSession (pys
     for k, v in cfg.values.items():
         if k.startswith("spark.") and k not in ("spark.master", "spark.log.level"):
             b = b.config(k, v)
+    if delta_spark:
+        b = with_delta_spark(b, extra_jars=cfg.get("spark.jars"), extra_extensions=cfg.get("spark.sql.extensions"))
     from connectors.delta_sink import DeltaSinkDataSource
     from sparklog import register
 
@@ -44,5 +90,8 @@ def build_session(cfg: JobConfig, app_name: str) -> Any:  # -> SparkSession (pys
         spark.sparkContext.setLogLevel(cfg.get("spark.log.level", "WARN"))
         register(spark)
         spark.dataSource.register(DeltaSinkDataSource)
+    if delta_spark and not has_delta_spark(spark):
+        raise DeltaSparkMissing("a SparkSession without delta-spark was already running in this process; "
+                                "delta-spark must be set up before the first session")
     STOPPER.attach(spark)
     return spark

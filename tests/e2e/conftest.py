@@ -1,6 +1,10 @@
 """Fixtures for the Spark end-to-end tests: ONE local[2] SparkSession for the whole run, one shared
 pylog broker, unique topic names, and small producer/reader helpers.
 
+The session has delta-spark (jobs.spark_session.with_delta_spark, the jobs' own set-up): its jars and
+extension are static settings of the JVM, so a module that needs Spark's Delta engine cannot get a
+second session with it; format("delta") is unused by the other modules.
+
 Tests that need their own broker settings (retention, ...) use `broker_factory` from tests/conftest.py.
 """
 from __future__ import annotations
@@ -30,13 +34,15 @@ os.environ.setdefault("SPARK_CONF_DIR", str(REPO / "conf"))
 def spark() -> Iterator[Any]:
     from pyspark.sql import SparkSession
 
-    session = (SparkSession.builder.master("local[2]").appName("pylog-e2e")
-               .config("spark.ui.enabled", "false")
-               .config("spark.sql.shuffle.partitions", "2")
-               .config("spark.python.authenticate.socketTimeout", "120s")
-               .config("spark.driver.extraJavaOptions",
-                       f"-Dlog4j.configurationFile=file:{REPO / 'conf' / 'log4j2.properties'}")
-               .getOrCreate())
+    from jobs.spark_session import with_delta_spark
+
+    session = with_delta_spark(
+        SparkSession.builder.master("local[2]").appName("pylog-e2e")
+        .config("spark.ui.enabled", "false")
+        .config("spark.sql.shuffle.partitions", "2")
+        .config("spark.python.authenticate.socketTimeout", "120s")
+        .config("spark.driver.extraJavaOptions",
+                f"-Dlog4j.configurationFile=file:{REPO / 'conf' / 'log4j2.properties'}")).getOrCreate()
     session.sparkContext.setLogLevel("ERROR")
     yield session
     for q in session.streams.active:

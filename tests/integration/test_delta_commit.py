@@ -18,6 +18,7 @@ from connectors.delta_commit import (
     committed_offsets,
 )
 from connectors.delta_log_reader import list_app_transactions
+from connectors.errors import TableLogError
 from connectors.offset_manager import OffsetManager
 from connectors.parquet_files import write_files
 
@@ -165,3 +166,24 @@ def test_partitioned_tables_get_hive_directories(tmp_path):
     assert sorted(p.name for p in (tmp_path / "t").glob("topic=*")) == ["topic=a", "topic=b"]
     t = DeltaTable(table).to_pyarrow_table()
     assert sorted(zip(t.column("topic").to_pylist(), t.column("offset").to_pylist())) == [("a", 1), ("a", 3), ("b", 2)]
+
+
+def test_only_numbered_commits_are_read_and_a_broken_log_is_an_error_not_an_empty_state(tmp_path):
+    table = str(tmp_path / "t")
+    for i in range(4):
+        commit_batch(BatchCommit(table, "app", i, _batch(table, i, i + 1), SCHEMA, end_offsets={("t", 0): i + 1}))
+    log_dir = tmp_path / "t" / "_delta_log"
+    # files that end in .json but are no commits: a log compaction, a V2 checkpoint's top-level file
+    (log_dir / "00000000000000000001.00000000000000000002.compacted.json").write_text("{}\n")
+    v2 = log_dir / "00000000000000000000.checkpoint.80a083e8-7026-4e23-81b2-6afd1fbc8aa3.json"
+    v2.write_text('{"checkpointMetadata":{"version":0}}\n')
+    assert list_app_transactions(table)['pylog.offsets:["app","t",0]'] == 4
+    assert app_state(table, "app", 2).offsets == {("t", 0): 2}, "as of a retained version"
+    # the commits before version 2 gone with no checkpoint to start from: unknown, not empty
+    for f in (v2, log_dir / f"{0:020d}.json", log_dir / f"{1:020d}.json"):
+        f.unlink()
+    with pytest.raises(TableLogError, match=r"its log cannot be read: the commits after the start \(no readable "
+                                            r"checkpoint\) begin at version 2"):
+        app_state(table, "app")
+    with pytest.raises(TableLogError, match=r"version 3 is not retained in its log"):
+        app_state(table, "app", 3)
