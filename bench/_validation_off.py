@@ -18,7 +18,7 @@ from broker.log import record_batch  # noqa: E402
 
 
 def _headers_only(buf, max_batch_bytes, **_ignored):  # type: ignore[no-untyped-def]
-    return record_batch._check_headers(buf, max_batch_bytes)
+    return record_batch.check_headers(buf, max_batch_bytes)
 
 
 partition_log.validate_batches = _headers_only

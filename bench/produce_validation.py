@@ -86,7 +86,7 @@ def append_path(reps: int) -> int:
     shipped = partition_log.validate_batches
 
     def headers_only(buf, max_batch_bytes, **_ignored):  # type: ignore[no-untyped-def]
-        return record_batch._check_headers(buf, max_batch_bytes)
+        return record_batch.check_headers(buf, max_batch_bytes)
 
     print(f"{'case':<14}{'on rec/s':>14}{'off rec/s':>14}{'on/off':>8}")
     for size, codec in [(100, "none"), (1000, "none"), (100, "lz4"), (1000, "lz4")]:

@@ -115,6 +115,18 @@ class DuplicateSequenceError(KafkaError):
         self.log_append_time = log_append_time
 
 
+class UnknownLeaderEpochError(KafkaError):
+    """The client knows a newer leader epoch than this broker's (KIP-320)."""
+
+    code = ErrorCode.unknown_leader_epoch
+
+
+class FencedLeaderEpochError(KafkaError):
+    """The client's leader epoch is older than this broker's (KIP-320)."""
+
+    code = ErrorCode.fenced_leader_epoch
+
+
 class InvalidProducerEpochError(KafkaError):
     code = ErrorCode.invalid_producer_epoch
 

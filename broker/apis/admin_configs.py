@@ -45,9 +45,6 @@ def _config_type(value: Any, key: str) -> int:
     return TYPE_STRING
 
 
-_render = render_setting
-
-
 def _topic_configs(ctx: BrokerContext, name: str, keys: Any, synonyms: bool, docs: bool) -> list[dict[str, Any]]:
     info = ctx.replicas.registry.require(name)
     config = ctx.replicas.registry.config_of(name)
@@ -60,7 +57,7 @@ def _topic_configs(ctx: BrokerContext, name: str, keys: Any, synonyms: bool, doc
         broker_key = TOPIC_TO_BROKER_KEY.get(key)    # None: a topic-only config (no broker synonyms)
         levels = ctx.config.sources(broker_key) if broker_key else []   # dynamic, static, default
         entry: dict[str, Any] = {
-            "name": key, "value": _render(value), "read_only": False, "is_sensitive": False,
+            "name": key, "value": render_setting(value), "read_only": False, "is_sensitive": False,
             "config_source": SOURCE_DYNAMIC_TOPIC if overridden else (levels[0][2] if levels else SOURCE_DEFAULT),
             "is_default": not overridden, "config_type": _config_type(value, key),
             "documentation": BROKER_SETTINGS[broker_key][2] if docs and broker_key else None, "synonyms": [],
@@ -68,7 +65,7 @@ def _topic_configs(ctx: BrokerContext, name: str, keys: Any, synonyms: bool, doc
         if synonyms:
             if overridden:
                 entry["synonyms"].append({"name": key, "value": info.overrides[key], "source": SOURCE_DYNAMIC_TOPIC})
-            entry["synonyms"] += [{"name": n, "value": _render(v), "source": s} for n, v, s in levels]
+            entry["synonyms"] += [{"name": n, "value": render_setting(v), "source": s} for n, v, s in levels]
         out.append(entry)
     return out
 

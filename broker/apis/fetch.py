@@ -14,21 +14,14 @@ from typing import Any, Awaitable
 
 from broker.apis.common import error_result, field
 from broker.context import BrokerContext
-from broker.errors import ErrorCode, KafkaError, UnknownTopicOrPartitionError
+from broker.errors import (
+    ErrorCode,
+    FencedLeaderEpochError,
+    UnknownLeaderEpochError,
+    UnknownTopicOrPartitionError,
+)
 from broker.fetch_sessions import FINAL_EPOCH, FetchContext, Wanted
 from broker.log.constants import LEADER_EPOCH
-
-
-class UnknownLeaderEpochError(KafkaError):
-    """The client knows a newer leader epoch than this broker's (Kafka: UNKNOWN_LEADER_EPOCH)."""
-
-    code = ErrorCode.unknown_leader_epoch
-
-
-class FencedLeaderEpochError(KafkaError):
-    """The client's leader epoch is older than this broker's (Kafka: FENCED_LEADER_EPOCH)."""
-
-    code = ErrorCode.fenced_leader_epoch
 
 
 def check_leader_epoch(current_leader_epoch: int) -> None:
@@ -39,7 +32,7 @@ def check_leader_epoch(current_leader_epoch: int) -> None:
         raise FencedLeaderEpochError(f"leader epoch {current_leader_epoch} is older than {LEADER_EPOCH}")
 from broker.protocol.builder import ms
 from broker.protocol.codec import Request
-from broker.protocol.fetch_response import PartitionData, encode_fetch_response
+from broker.protocol.fetch_response import PartitionData, encode_fetch_response, records_length
 
 
 def _context(ctx: BrokerContext, body: Any) -> FetchContext:
@@ -92,14 +85,10 @@ def _respond(req: Request, fc: FetchContext, topics: list[tuple[str, list[Partit
     for topic, parts in topics:
         sent = [pd for pd in parts if fc.include((topic, pd.index), pd.error_code, pd.high_watermark,
                                                  pd.last_stable_offset, pd.log_start_offset,
-                                                 bool(pd.records) and _length(pd.records) > 0)]
+                                                 records_length(pd.records) > 0)]
         if sent:
             kept.append((topic, sent))
     return encode_fetch_response(req.api_version, req.correlation_id, kept, session_id=fc.session_id)
-
-
-def _length(records: Any) -> int:
-    return len(records) if isinstance(records, (bytes, bytearray, memoryview)) else int(records.length)
 
 
 def handle(ctx: BrokerContext, req: Request) -> list | Awaitable[list]:

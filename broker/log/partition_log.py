@@ -36,7 +36,7 @@ from broker.log.constants import (
 from broker.log.fileutil import atomic_write, remove_quietly
 from broker.log.log_segments import LogSegments
 from broker.log.producer_state import ProducerStateManager
-from broker.log.record_batch import BatchHeader, assign_offsets, validate_batches
+from broker.log.record_batch import BatchHeader, assign_offsets, check_headers, validate_batches
 from broker.log.recompress import recompress, target_codec
 from broker.log.segment import LogSegment
 from broker.log.fetch_slice import FetchSlice
@@ -212,8 +212,11 @@ class PartitionLog:
             level = {1: cfg.compression_gzip_level, 3: cfg.compression_lz4_level, 4: cfg.compression_zstd_level}.get(codec)
             rewritten = recompress(records, headers, codec, level)
             if rewritten is not None:     # the topic stores another codec than the producer sent (Kafka's rule)
-                records = rewritten
-                headers = validate_batches(rewritten, cfg.max_message_bytes, create_time=False)
+                # same records, so no second walk: new positions and sizes, the validated max timestamps
+                recompressed = check_headers(rewritten, cfg.max_message_bytes)
+                for new, old in zip(recompressed, headers):
+                    new.max_timestamp, new.max_timestamp_wrong = old.max_timestamp, old.max_timestamp_wrong
+                records, headers = rewritten, recompressed
         self.producers.check_batches(headers)
         buf = bytearray(records)
         log_append_time = now_ms if cfg.message_timestamp_type == "LogAppendTime" else None

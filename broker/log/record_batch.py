@@ -49,7 +49,7 @@ from broker.log.constants import (
 )
 
 __all__ = [
-    "HEADER_SIZE", "LOG_OVERHEAD", "BatchHeader", "ScanResult", "parse_header", "validate_batches",
+    "HEADER_SIZE", "LOG_OVERHEAD", "BatchHeader", "ScanResult", "parse_header", "validate_batches", "check_headers",
     "assign_offsets", "iter_record_timestamps", "iter_headers", "scan_valid_prefix",
 ]
 
@@ -168,7 +168,7 @@ def validate_batches(buf: bytes | bytearray | memoryview, max_batch_bytes: int, 
     CreateTime topic, a CreateTime timestamp outside `timestamp_range`) raise RecordValidationError
     with each record's index (KIP-467).
     """
-    headers = _check_headers(buf, max_batch_bytes)
+    headers = check_headers(buf, max_batch_bytes)
     try:
         max_timestamps, record_errors = pylog_native.validate_batches(
             buf, compacted, create_time, uncompressed_limit(max_batch_bytes), *timestamp_range)
@@ -197,8 +197,8 @@ def single_batch(buf: bytes | bytearray | memoryview) -> bool:
     return length < MIN_BATCH_LENGTH or length + LOG_OVERHEAD >= len(buf)
 
 
-def _check_headers(buf: bytes | bytearray | memoryview, max_batch_bytes: int) -> list[BatchHeader]:
-    """Length, magic, CRC32C and size of every batch; their headers."""
+def check_headers(buf: bytes | bytearray | memoryview, max_batch_bytes: int) -> list[BatchHeader]:
+    """Length, magic, CRC32C and size of every batch; their headers (the records are not walked)."""
     total = len(buf)
     if total == 0:
         raise InvalidRecordError("produce request has no record batches")

@@ -57,7 +57,8 @@ def _array_len(n: int, flexible: bool) -> bytes:
     return write_uvarint(n + 1) if flexible else _I32.pack(n)
 
 
-def _records_len(records: FileRegion | bytes | None) -> int:
+def records_length(records: FileRegion | bytes | None) -> int:
+    """Bytes of a partition's record set (-1 for null), whether bytes or a file region."""
     if records is None:
         return -1
     return len(records) if isinstance(records, (bytes, bytearray, memoryview)) else records.length
@@ -91,7 +92,7 @@ def encode_fetch_response(
             head += _array_len(-1 if p.aborted_transactions_null else 0, flexible)
             if version >= 11:
                 head += _I32.pack(-1)  # preferred read replica
-            n = _records_len(p.records)
+            n = records_length(p.records)
             if flexible:
                 head += write_uvarint(n + 1)
             else:
