@@ -184,6 +184,7 @@ fn read_records(section: &[u8], base_pos: usize, h: &Header, opts: &Options, out
 /// Decode the complete batches in `data` (records with offsets in [start, end)).
 pub fn decode(data: &[u8], opts: &Options) -> Result<Decoded, DecodeError> {
     let mut out = Decoded::new(0, data.len().min(64 << 20), opts.include_headers);
+    let mut scratch = Vec::new(); // decompressed records, reused by every compressed batch of this call
     let mut pos = 0usize;
     while data.len() - pos >= LOG_OVERHEAD {
         let mut peek = Reader::new(&data[pos..], pos);
@@ -217,9 +218,9 @@ pub fn decode(data: &[u8], opts: &Options) -> Result<Decoded, DecodeError> {
             if codec == compression::NONE {
                 read_records(section, section_pos, &h, opts, &mut out).map_err(|e| e.in_batch(h.base_offset, pos))?;
             } else {
-                let plain = compression::decompress(codec, section, opts.max_batch_bytes, section_pos)
+                let plain = compression::decompress(codec, section, opts.max_batch_bytes, section_pos, &mut scratch)
                     .map_err(|e| e.in_batch(h.base_offset, pos))?;
-                read_records(&plain, section_pos, &h, opts, &mut out).map_err(|e| e.in_batch(h.base_offset, pos))?;
+                read_records(plain, section_pos, &h, opts, &mut out).map_err(|e| e.in_batch(h.base_offset, pos))?;
             }
         }
         pos += total;

@@ -11,6 +11,7 @@ pub mod columns;
 pub mod compression;
 pub mod decode;
 pub mod error;
+pub mod lz4_frame;
 pub mod reader;
 pub mod validate;
 

@@ -176,8 +176,30 @@ fn check_records(section: &[u8], pos: usize, b: &BatchFields, first_index: u32, 
     Ok(max_ts)
 }
 
+thread_local! {
+    /// Decompressed records, reused across calls on one thread (the broker validates on its event
+    /// loop): a compressed batch then costs neither an allocation nor page faults.
+    static SCRATCH: std::cell::RefCell<Vec<u8>> = const { std::cell::RefCell::new(Vec::new()) };
+}
+
+/// A scratch buffer larger than this is released after use rather than kept for the next call.
+const SCRATCH_KEPT_BYTES: usize = 8 << 20;
+
 /// Validate the concatenated batches of one partition's produce data (see the module rules).
 pub fn validate(data: &[u8], limits: &Limits) -> Result<Validated, Rejection> {
+    SCRATCH.with(|cell| match cell.try_borrow_mut() {
+        Ok(mut scratch) => {
+            let result = validate_with(data, limits, &mut scratch);
+            if scratch.len() > SCRATCH_KEPT_BYTES {
+                *scratch = Vec::new();
+            }
+            result
+        }
+        Err(_) => validate_with(data, limits, &mut Vec::new()),
+    })
+}
+
+fn validate_with(data: &[u8], limits: &Limits, scratch: &mut Vec<u8>) -> Result<Validated, Rejection> {
     let mut out = Validated::default();
     let mut pos = 0usize;
     let mut index: u32 = 0;
@@ -203,9 +225,9 @@ pub fn validate(data: &[u8], limits: &Limits) -> Result<Validated, Rejection> {
         let max_ts = if codec == compression::NONE {
             check_records(section, section_pos, &b, index, limits, &mut out.record_errors).map_err(tag)?
         } else {
-            let plain = compression::decompress(codec, section, limits.max_uncompressed_bytes, section_pos)
+            let plain = compression::decompress(codec, section, limits.max_uncompressed_bytes, section_pos, scratch)
                 .map_err(|e| tag(corrupt(e)))?;
-            check_records(&plain, section_pos, &b, index, limits, &mut out.record_errors).map_err(tag)?
+            check_records(plain, section_pos, &b, index, limits, &mut out.record_errors).map_err(tag)?
         };
         out.max_timestamps.push(max_ts);
         index = index.saturating_add(b.records as u32);

@@ -194,9 +194,10 @@ _MISREAD = ("invalid_record", "unknown_server_error")
 KNOWN_PRODUCE_DIFFERENCES = {
     "codec 5": _UNREADABLE, "codec 6": _UNREADABLE, "codec 7": _UNREADABLE,
     "gzip payload is not gzip": _UNREADABLE, "snappy payload is not snappy": _UNREADABLE,
-    "xerial snappy block overruns": _UNREADABLE, "lz4 payload is not lz4": _UNREADABLE,
+    "xerial snappy block overruns": _UNREADABLE, "lz4 payload is not lz4": _UNREADABLE, "lz4 content checksum mismatch": _UNREADABLE,
+    "bytes after the lz4 frame": _UNREADABLE,
     "zstd payload is not zstd": _UNREADABLE, "truncated zstd payload": _UNREADABLE,
-    "an lz4 frame header alone": _MISREAD, "compressed records count mismatch": _MISREAD,
+    "an lz4 frame header alone": _UNREADABLE, "compressed records count mismatch": _MISREAD,
     "key length below -1": ("invalid_record", "none"),     # Kafka reads any negative length as null
     "varint longer than 5 bytes": _MISREAD,
     "offset delta is not the record's index": ("invalid_record", "none"),   # Kafka stores it; consumers misnumber

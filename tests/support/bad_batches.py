@@ -48,6 +48,9 @@ CORRUPT: dict[str, Callable[[], bytes]] = {
     "xerial snappy block overruns": lambda: raw_batch(b"\x82SNAPPY\x00" + struct.pack(">iii", 1, 1, 999) + b"x", 2,
                                                       attributes=2),
     "lz4 payload is not lz4": lambda: raw_batch(b"\x04\x22\x4d\x18garbage-garbage", 2, attributes=3),
+    "an lz4 frame header alone": lambda: raw_batch(_LZ4_FRAME_HEADER_ONLY, 2, attributes=3),   # no end mark
+    "lz4 content checksum mismatch": lambda: raw_batch(_flip_last_byte(compress("lz4", TWO)), 2, attributes=3),
+    "bytes after the lz4 frame": lambda: raw_batch(compress("lz4", TWO) + b"junk", 2, attributes=3),
     "zstd payload is not zstd": lambda: raw_batch(b"\x28\xb5\x2f\xfdgarbage-garbage", 2, attributes=4),
     "truncated zstd payload": lambda: raw_batch(compress("zstd", TWO * 50)[:-5], 100, attributes=4),
     "codec 5": lambda: raw_batch(TWO, 2, attributes=5),
@@ -76,7 +79,6 @@ INVALID: dict[str, Callable[[], bytes]] = {
     "header count larger than the record": lambda: raw_batch(_record_body(b"\x00\x00\x00\x00\x00" + zigzag_varint(1000)), 1),
     "null header key": lambda: raw_batch(_record_body(b"\x00\x00\x00\x00\x00\x02\x01\x00"), 1),
     "bytes after a record's fields": lambda: raw_batch(_record_body(b"\x00\x00\x00\x00\x00\x00extra"), 1),
-    "an lz4 frame header alone": lambda: raw_batch(_LZ4_FRAME_HEADER_ONLY, 2, attributes=3),   # no records
     "compressed records count mismatch": lambda: raw_batch(compress("lz4", TWO), 3, attributes=3),
     "compressed garbage records": lambda: raw_batch(compress("gzip", b"\x07garbage" * 20), 2, attributes=1),
     "control batch from a client": lambda: encode_batch([b"x"], control=True),
