@@ -65,10 +65,27 @@ def rss_mb(pid: int, key: str = "VmRSS") -> float:
     raise KeyError(key)
 
 
+def cpu_split(pid: int) -> tuple[float, float]:
+    """User and system CPU seconds of a process so far (/proc/PID/stat)."""
+    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    tick = os.sysconf("SC_CLK_TCK")
+    return int(fields[11]) / tick, int(fields[12]) / tick
+
+
 def cpu_seconds(pid: int) -> float:
     """User + system CPU seconds of a process so far (/proc/PID/stat)."""
-    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
-    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+    return sum(cpu_split(pid))
+
+
+def page_cache_mb() -> dict[str, float]:
+    """The kernel's dirty and under-writeback page cache, MiB (/proc/meminfo): a produce benchmark
+    that slows down while these are high is waiting on the disk, not on the broker."""
+    out = {}
+    for line in Path("/proc/meminfo").read_text().splitlines():
+        key, _, rest = line.partition(":")
+        if key in ("Dirty", "Writeback"):
+            out[key.lower() + "_mb"] = int(rest.split()[0]) / 1024.0
+    return out
 
 
 @dataclass

@@ -189,7 +189,8 @@ def call_worker(spec: dict, broker_pid: int | None = None, timeout_s: float = 30
     """Run one measurement in a fresh client process; adds the broker's CPU seconds meanwhile
     (user+system, including the client's connect/metadata set-up, which is small)."""
     cmd = [sys.executable, __file__, "--worker", "--worker-spec", json.dumps(spec)]
-    cpu0 = _common.cpu_seconds(broker_pid) if broker_pid else None
+    cpu0 = _common.cpu_split(broker_pid) if broker_pid else None
+    cache0 = _common.page_cache_mb()
     try:
         out = subprocess.run(cmd, capture_output=True, text=True, timeout=timeout_s)
     except subprocess.TimeoutExpired:
@@ -199,11 +200,14 @@ def call_worker(spec: dict, broker_pid: int | None = None, timeout_s: float = 30
     result = json.loads(out.stdout.strip().splitlines()[-1])
     if cpu0 is not None:
         try:
-            result["broker_cpu_s"] = _common.cpu_seconds(broker_pid) - cpu0
+            user, system = _common.cpu_split(broker_pid)
+            result["broker_cpu_s"] = user + system - sum(cpu0)
+            result["broker_sys_share"] = (system - cpu0[1]) / max(result["broker_cpu_s"], 1e-9)
             if result.get("records"):
                 result["broker_cpu_us_per_record"] = result["broker_cpu_s"] / result["records"] * 1e6
         except OSError:
             pass
+    result["page_cache_mb"] = {"before": cache0, "after": _common.page_cache_mb()}
     return result
 
 
@@ -397,7 +401,8 @@ def _fmt_run(r: dict) -> str:
     if "failed" in r:
         return "FAILED " + r["failed"].splitlines()[-1][:120]
     err = f" ERRORS {r['errors']} ({r.get('first_error')})" if r.get("errors") else ""
-    cpu = f" (broker cpu {r['broker_cpu_s']:.2f}s)" if "broker_cpu_s" in r else ""
+    cpu = (f" (broker cpu {r['broker_cpu_s']:.2f}s, {r['broker_sys_share']:.0%} system;"
+           f" dirty {r['page_cache_mb']['after'].get('dirty_mb', 0):.0f} MiB)") if "broker_cpu_s" in r else ""
     return f"{r['records_per_s'] / 1000:6.0f}k rec/s {r['mb_per_s']:6.1f} MB/s{cpu}{err}"
 
 
