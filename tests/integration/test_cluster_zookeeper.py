@@ -1,0 +1,215 @@
+"""Cluster mode's ZooKeeper parts against a real ZooKeeper (the Debian package, started by
+broker/tools/local_zookeeper.py): broker registration in Kafka's layout, the live broker set,
+duplicate broker ids, a restart after SIGKILL, and controller election fenced by epoch, including
+a controller frozen (SIGSTOP) past its session, which must not get a write through afterwards.
+Each test works under its own chroot, so they share one ZooKeeper."""
+from __future__ import annotations
+
+import itertools
+import json
+import os
+import signal
+import subprocess
+import sys
+import threading
+import time
+from pathlib import Path
+
+import pytest
+from kazoo.client import KazooClient
+
+from broker.cluster import zk_layout
+from broker.cluster.controller_election import ControllerElection, ControllerMovedError, ControllerToken
+from broker.cluster.membership import BrokerIdInUseError, BrokerMembership
+from broker.cluster.zk_client import ZkClient, ZooKeeperUnavailableError
+from broker.cluster.zk_layout import BrokerRegistration, PartitionState
+from broker.tools.local_zookeeper import LocalZooKeeper
+
+REPO = Path(__file__).resolve().parents[2]
+_chroots = itertools.count()
+
+
+@pytest.fixture(scope="module")
+def zookeeper(tmp_path_factory):
+    zk = LocalZooKeeper(tmp_path_factory.mktemp("zookeeper"))
+    zk.start()
+    yield zk
+    zk.stop()
+
+
+@pytest.fixture
+def connect(zookeeper):
+    """A connect string with a fresh chroot (created here, as a Kafka operator would)."""
+    chroot = f"/t{next(_chroots)}"
+    admin = KazooClient(hosts=zookeeper.connect)
+    admin.start()
+    admin.ensure_path(chroot)
+    admin.stop()
+    admin.close()
+    return zookeeper.connect + chroot
+
+
+@pytest.fixture
+def clients():
+    made: list[ZkClient] = []
+
+    def make(connect: str, session_ms: int = 4000) -> ZkClient:
+        zk = ZkClient(connect, session_timeout_ms=session_ms)
+        zk.start()
+        made.append(zk)
+        return zk
+
+    yield make
+    for zk in made:
+        zk.stop()
+
+
+def wait_for(predicate, timeout_s=15.0, what="condition"):
+    deadline = time.monotonic() + timeout_s
+    while time.monotonic() < deadline:
+        value = predicate()
+        if value:
+            return value
+        time.sleep(0.05)
+    raise AssertionError(f"timed out after {timeout_s}s waiting for {what}")
+
+
+def test_brokers_register_in_kafkas_layout_and_leave_the_live_set_with_their_session(connect, clients):
+    zk1, zk2, observer = clients(connect), clients(connect), clients(connect)
+    BrokerMembership(zk1, BrokerRegistration(1, "127.0.0.1", 9001)).register()
+    BrokerMembership(zk2, BrokerRegistration(2, "127.0.0.1", 9002)).register()
+    seen: list[list[int]] = []
+    view = BrokerMembership(observer, BrokerRegistration(99, "127.0.0.1", 1))
+    view.watch(lambda live: seen.append(sorted(live)))
+    wait_for(lambda: sorted(view.live()) == [1, 2], what="both brokers live")
+    data, stat = observer.kazoo.get("/brokers/ids/1")
+    assert stat.ephemeralOwner == zk1.session_id
+    v = json.loads(data)
+    assert v["version"] == 5 and v["endpoints"] == ["PLAINTEXT://127.0.0.1:9001"] and v["port"] == 9001
+    for path in zk_layout.TOP_LEVEL_PATHS:
+        assert observer.kazoo.exists(path), path
+    zk2.stop()
+    wait_for(lambda: sorted(view.live()) == [1], what="broker 2 gone")
+    assert seen[-1] == [1] and [1, 2] in seen
+
+
+def test_a_second_live_broker_with_the_same_id_is_refused_naming_the_id(connect, clients):
+    BrokerMembership(clients(connect), BrokerRegistration(5, "127.0.0.1", 9005)).register()
+    other = clients(connect, session_ms=1000)
+    started = time.monotonic()
+    with pytest.raises(BrokerIdInUseError, match="broker.id 5 is registered at /brokers/ids/5 by another live"):
+        BrokerMembership(other, BrokerRegistration(5, "127.0.0.1", 9006)).register()
+    assert time.monotonic() - started < 8
+
+
+def _member(connect: str, broker_id: int, session_ms: int, stderr_path: Path) -> subprocess.Popen[str]:
+    return subprocess.Popen([sys.executable, "-m", "tests.support.zk_member", connect, str(broker_id), str(session_ms)],
+                            cwd=REPO, stdout=subprocess.PIPE, stderr=open(stderr_path, "w"), text=True,
+                            start_new_session=True)
+
+
+class Events:
+    """The JSON lines a tests.support.zk_member process prints, collected by a thread."""
+
+    def __init__(self, proc: subprocess.Popen[str]) -> None:
+        self.proc, self.lines = proc, []
+        threading.Thread(target=self._read, daemon=True).start()
+
+    def _read(self) -> None:
+        assert self.proc.stdout is not None
+        for line in self.proc.stdout:
+            if line.startswith("{"):
+                self.lines.append(json.loads(line))
+
+    def seen(self, **match) -> list[dict]:
+        return [e for e in list(self.lines) if all(e.get(k) == v for k, v in match.items())]
+
+    def stop(self) -> None:
+        if self.proc.poll() is None:
+            os.killpg(self.proc.pid, signal.SIGKILL)
+        self.proc.wait()
+
+
+def test_a_broker_restarted_after_sigkill_reregisters_once_its_old_session_expires(connect, clients, tmp_path):
+    member = Events(_member(connect, 7, 2000, tmp_path / "member.err"))
+    try:
+        wait_for(lambda: member.seen(event="registered"), what="member registered")
+    finally:
+        member.stop()                                    # SIGKILL: its session lingers for up to 2 s
+    zk = clients(connect, session_ms=2000)
+    started = time.monotonic()
+    BrokerMembership(zk, BrokerRegistration(7, "127.0.0.1", 9007)).register()
+    assert time.monotonic() - started < 2000 / 1000 + 3
+    assert zk.kazoo.get("/brokers/ids/7")[1].ephemeralOwner == zk.session_id
+
+
+def test_one_controller_is_elected_and_a_new_one_with_a_higher_epoch_when_it_goes(connect, clients):
+    elected: dict[int, list[ControllerToken]] = {1: [], 2: [], 3: []}
+    elections = {}
+    zks = {b: clients(connect) for b in (1, 2, 3)}
+    for b, zk in zks.items():
+        elections[b] = ControllerElection(zk, b, on_elected=elected[b].append)
+        elections[b].start()
+    first = wait_for(lambda: [b for b in elected if elected[b]], what="a controller")
+    assert len(first) == 1
+    winner = first[0]
+    token = elected[winner][0]
+    assert token.epoch == 1 and elections[winner].token == token
+    assert all(e.active_controller == winner for e in elections.values()) or wait_for(
+        lambda: all(e.active_controller == winner for e in elections.values()), what="everyone sees the controller")
+    assert zk_layout.decode_controller(zks[winner].kazoo.get("/controller")[0]) == winner
+    # the controller writes a partition state under its token
+    state = PartitionState(leader=1, leader_epoch=0, isr=(1, 2), controller_epoch=token.epoch)
+    zks[winner].kazoo.ensure_path("/brokers/topics/t/partitions/0")
+    elections[winner].commit_fenced(token, lambda tx: tx.create("/brokers/topics/t/partitions/0/state", state.encode()))
+    zks[winner].stop()                                   # its session ends: /controller goes at once
+    second = wait_for(lambda: [b for b in (1, 2, 3) if b != winner and elected[b]], what="a new controller")
+    assert len(second) == 1
+    new = elected[second[0]][0]
+    assert new.epoch == 2
+    assert zk_layout.decode_controller_epoch(zks[second[0]].kazoo.get("/controller_epoch")[0]) == 2
+    # the old token is fenced off, the new one writes
+    with pytest.raises(ControllerMovedError, match="controller epoch 1 is over"):
+        elections[second[0]].commit_fenced(token, lambda tx: tx.set_data("/brokers/topics/t/partitions/0/state", b"x"))
+    moved = PartitionState(leader=2, leader_epoch=1, isr=(2,), controller_epoch=new.epoch)
+    elections[second[0]].commit_fenced(new, lambda tx: tx.set_data("/brokers/topics/t/partitions/0/state", moved.encode()))
+    data, _ = zks[second[0]].kazoo.get("/brokers/topics/t/partitions/0/state")
+    assert PartitionState.decode("t", 0, data) == moved
+
+
+def test_a_controller_frozen_past_its_session_cannot_write_after_a_new_one_is_elected(connect, clients, tmp_path):
+    zk = clients(connect)
+    zk.kazoo.ensure_path("/pylog-test-fenced")
+    zombie = Events(_member(connect, 1, 1500, tmp_path / "zombie.err"))
+    try:
+        wait_for(lambda: zombie.seen(event="elected"), what="the member elected")
+        wait_for(lambda: zombie.seen(event="write", ok=True), what="its first fenced write")
+        os.killpg(zombie.proc.pid, signal.SIGSTOP)
+        stopped_at = len(zombie.lines)
+        elected: list[ControllerToken] = []
+        rival = ControllerElection(zk, 2, on_elected=elected.append)
+        rival.start()
+        wait_for(lambda: elected, timeout_s=10, what="a new controller once the frozen one's session expired")
+        assert elected[0].epoch == 2
+        os.killpg(zombie.proc.pid, signal.SIGCONT)
+        try:
+            wait_for(lambda: [e for e in zombie.lines[stopped_at:] if e.get("error") == "moved"],
+                     what="the zombie's write refused for its epoch, once it has a session again")
+        except AssertionError as e:
+            raise AssertionError(f"{e}; events {zombie.lines[stopped_at:][:12]}; stderr "
+                                 f"{(tmp_path / 'zombie.err').read_text()[-1500:]}") from None
+        after = [e for e in zombie.lines[stopped_at:] if e["event"] == "write"]
+        # a write may have been in flight at SIGSTOP; none succeeds once the rival has been elected
+        assert not [e for e in after[1:] if e["ok"]]
+        assert zk.kazoo.get("/pylog-test-fenced")[0] in (b"", b"1")
+        assert zk_layout.decode_controller(zk.kazoo.get("/controller")[0]) == 2
+        wait_for(lambda: zombie.seen(event="resigned"), what="the zombie resigned")
+    finally:
+        zombie.stop()
+
+
+def test_no_zookeeper_is_a_clear_error_naming_the_connect_string():
+    zk = ZkClient("127.0.0.1:1", session_timeout_ms=2000, connection_timeout_ms=1000)
+    with pytest.raises(ZooKeeperUnavailableError, match=r"no ZooKeeper session with 127.0.0.1:1 within 1000 ms"):
+        zk.start()
+    zk.kazoo.close()

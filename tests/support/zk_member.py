@@ -1,0 +1,50 @@
+"""A cluster member in its own process, for tests that SIGKILL or SIGSTOP it: it registers a broker id
+in ZooKeeper and contends for controller, then reports on stdout, one JSON line per event:
+`{"event": "registered"}`, `{"event": "elected", "epoch": E}`, `{"event": "resigned"}` and, every
+0.2 s while it holds (or held) a controller token, the outcome of a fenced write with the token it
+was elected with: `{"event": "write", "ok": true|false, "epoch": E, "error": "moved"|kazoo error}`.
+
+Usage: python -m tests.support.zk_member CONNECT BROKER_ID SESSION_TIMEOUT_MS
+"""
+from __future__ import annotations
+
+import json
+import sys
+import time
+
+from kazoo.exceptions import KazooException
+
+from broker.cluster.controller_election import ControllerElection, ControllerMovedError, ControllerToken
+from broker.cluster.membership import BrokerMembership
+from broker.cluster.zk_client import ZkClient
+from broker.cluster.zk_layout import BrokerRegistration
+
+
+def say(**event: object) -> None:
+    print(json.dumps(event), flush=True)
+
+
+def main() -> None:
+    connect, broker_id, session_ms = sys.argv[1], int(sys.argv[2]), int(sys.argv[3])
+    zk = ZkClient(connect, session_timeout_ms=session_ms)
+    zk.start()
+    BrokerMembership(zk, BrokerRegistration(broker_id, "127.0.0.1", 10000 + broker_id)).register()
+    say(event="registered")
+    first: list[ControllerToken] = []
+    election = ControllerElection(zk, broker_id, on_elected=lambda t: (first.append(t), say(event="elected", epoch=t.epoch)),
+                                  on_resigned=lambda: say(event="resigned"))
+    election.start()
+    while True:
+        time.sleep(0.2)
+        if first:
+            try:
+                election.commit_fenced(first[0], lambda tx: tx.set_data("/pylog-test-fenced", str(broker_id).encode()))
+                say(event="write", ok=True, epoch=first[0].epoch)
+            except ControllerMovedError:
+                say(event="write", ok=False, epoch=first[0].epoch, error="moved")
+            except (KazooException, TimeoutError, Exception) as e:   # no session (frozen past it, reconnecting)
+                say(event="write", ok=False, epoch=first[0].epoch, error=type(e).__name__)
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,97 @@
+"""Cluster mode's pure parts: Kafka's ZooKeeper JSON (broker/cluster/zk_layout.py) and Kafka's
+rack-unaware replica assignment (broker/cluster/assignment.py)."""
+from __future__ import annotations
+
+import json
+import random
+import uuid
+from collections import Counter
+
+import pytest
+
+from broker.cluster import zk_layout
+from broker.cluster.assignment import assign_replicas
+from broker.cluster.zk_layout import BrokerRegistration, PartitionState, TopicAssignment, ZkDataError
+from broker.errors import InvalidPartitionsError, InvalidReplicationFactorError
+
+
+def test_kafka_assignment_matches_kafkas_own_expected_table():
+    # kafka.admin.AdminRackAwareTest / AdminUtilsTest: 5 brokers, 10 partitions, RF 3, fixed start 0
+    expected = {0: [0, 1, 2], 1: [1, 2, 3], 2: [2, 3, 4], 3: [3, 4, 0], 4: [4, 0, 1],
+                5: [0, 2, 3], 6: [1, 3, 4], 7: [2, 4, 0], 8: [3, 0, 1], 9: [4, 1, 2]}
+    assert assign_replicas([4, 2, 0, 3, 1], 10, 3, fixed_start=0) == expected
+
+
+@pytest.mark.parametrize("brokers,partitions,rf", [([1, 2, 3], 12, 3), ([5, 9, 11, 20], 50, 2), ([7], 3, 1)])
+def test_assignment_spreads_leaders_and_never_repeats_a_broker(brokers, partitions, rf):
+    got = assign_replicas(brokers, partitions, rf, rng=random.Random(7))
+    assert sorted(got) == list(range(partitions))
+    assert all(len(r) == rf and len(set(r)) == rf and set(r) <= set(brokers) for r in got.values())
+    leaders = Counter(r[0] for r in got.values())
+    assert max(leaders.values()) - min(leaders.get(b, 0) for b in brokers) <= 1
+    replicas = Counter(b for r in got.values() for b in r)
+    assert max(replicas.values()) - min(replicas.values()) <= 1
+
+
+def test_partition_increase_numbers_new_partitions_after_the_existing_and_continues_the_leaders():
+    whole = assign_replicas([0, 1, 2], 9, 2, fixed_start=1)
+    tail = assign_replicas([0, 1, 2], 3, 2, first_partition=6, fixed_start=1)
+    assert sorted(tail) == [6, 7, 8]
+    assert [tail[p][0] for p in (6, 7, 8)] == [whole[p][0] for p in (6, 7, 8)]
+    assert all(len(set(r)) == 2 for r in tail.values())
+
+
+def test_assignment_errors_are_kafkas():
+    with pytest.raises(InvalidReplicationFactorError, match="Replication factor: 4 larger than available brokers: 3."):
+        assign_replicas([1, 2, 3], 1, 4)
+    with pytest.raises(InvalidReplicationFactorError):
+        assign_replicas([1, 2, 3], 1, 0)
+    with pytest.raises(InvalidPartitionsError):
+        assign_replicas([1, 2, 3], 0, 1)
+
+
+def test_broker_registration_is_kafkas_version_5_and_reads_older_ones():
+    reg = BrokerRegistration(3, "127.0.0.1", 9093, rack="r1", timestamp_ms=1700000000000)
+    v = json.loads(reg.encode())
+    assert v == {"features": {}, "listener_security_protocol_map": {"PLAINTEXT": "PLAINTEXT"},
+                 "endpoints": ["PLAINTEXT://127.0.0.1:9093"], "jmx_port": -1, "port": 9093,
+                 "host": "127.0.0.1", "version": 5, "timestamp": "1700000000000", "rack": "r1"}
+    assert BrokerRegistration.decode(3, reg.encode()) == reg
+    # Kafka's documented v4 example: a named listener mapped to PLAINTEXT wins over host/port
+    v4 = {"version": 4, "host": "localhost", "port": 9092, "jmx_port": 9999, "timestamp": "2233345666",
+          "endpoints": ["CLIENT://host1:9092", "REPLICATION://host1:9093"], "rack": "dc1",
+          "listener_security_protocol_map": {"CLIENT": "PLAINTEXT", "REPLICATION": "SSL"}}
+    got = BrokerRegistration.decode(1, json.dumps(v4).encode())
+    assert (got.host, got.port, got.rack) == ("host1", 9092, "dc1")
+    v1 = {"version": 1, "host": "h", "port": 1234, "jmx_port": -1, "timestamp": "1"}
+    assert BrokerRegistration.decode(1, json.dumps(v1).encode()).port == 1234
+
+
+@pytest.mark.parametrize("data,problem", [(None, "no data"), (b"{", "not JSON"), (b"[]", "not a JSON object"),
+                                          (b'{"version":0}', "unsupported registration version"),
+                                          (b'{"version":4,"endpoints":["SSL://h:1"]}', "no PLAINTEXT endpoint")])
+def test_a_bad_registration_names_its_node(data, problem):
+    with pytest.raises(ZkDataError, match=f"/brokers/ids/7: {problem}"):
+        BrokerRegistration.decode(7, data)
+
+
+def test_topic_assignment_partition_state_and_config_round_trip_in_kafkas_format():
+    tid = uuid.uuid4()
+    ta = TopicAssignment("t", {1: [2, 3], 0: [1, 2]}, tid, adding={0: [3]})
+    v = json.loads(ta.encode())
+    assert v["version"] == 2 and v["partitions"] == {"0": [1, 2], "1": [2, 3]}
+    assert v["adding_replicas"] == {"0": [3]} and v["removing_replicas"] == {}
+    assert zk_layout.parse_kafka_uuid(v["topic_id"]) == tid and "=" not in v["topic_id"]
+    assert TopicAssignment.decode("t", ta.encode()) == TopicAssignment("t", {0: [1, 2], 1: [2, 3]}, tid, {0: [3]}, {})
+    ps = PartitionState(leader=2, leader_epoch=5, isr=(2, 3), controller_epoch=4)
+    assert json.loads(ps.encode()) == {"controller_epoch": 4, "leader": 2, "version": 1, "leader_epoch": 5, "isr": [2, 3]}
+    assert PartitionState.decode("t", 0, ps.encode()) == ps
+    with pytest.raises(ZkDataError, match="/brokers/topics/t/partitions/0/state"):
+        PartitionState.decode("t", 0, b'{"leader":1}')
+    with pytest.raises(ZkDataError, match="partition 'x' is not a number"):
+        TopicAssignment.decode("t", b'{"version":2,"partitions":{"x":[1]}}')
+    assert zk_layout.decode_topic_config("t", zk_layout.encode_topic_config({"retention.ms": "5"})) == {"retention.ms": "5"}
+    assert zk_layout.decode_controller(zk_layout.encode_controller(3, 1)) == 3
+    assert zk_layout.decode_controller_epoch(b"17") == 17
+    path = "/isr_change_notification/isr_change_0000000001"
+    assert zk_layout.decode_isr_change(path, zk_layout.encode_isr_change([("t", 0), ("u", 2)])) == [("t", 0), ("u", 2)]
