@@ -124,6 +124,27 @@ def batch_durations(query: Any, batches: int, timeout: float = 900) -> list[floa
     return [p["durationMs"]["triggerExecution"] / 1000.0 for p in query.recentProgress if p["numInputRows"] > 0]
 
 
+def sink_case(spark: Any, bootstrap: str, args: argparse.Namespace, r: dict[str, Any]) -> None:
+    """df.write.format("pylog") against df.write.format("kafka"), same rows, alternating, two rounds."""
+    from pyspark.sql import functions as F
+
+    src = spark.range(args.sink_records, numPartitions=2).select(
+        F.lpad(F.col("id").cast("string"), args.size, "x").alias("value")).cache()
+    src.count()
+    sink_runs: dict[str, list[float]] = {"pylog": [], "kafka": []}
+    for i in range(2):
+        for fmt in sink_runs:
+            sink_topic = f"sink-{fmt}-{i}"
+            create_topic(bootstrap, sink_topic, args.partitions)
+            t0 = time.perf_counter()
+            src.write.format(fmt).mode("append").option("kafka.bootstrap.servers", bootstrap) \
+                .option("topic", sink_topic).save()
+            sink_runs[fmt].append(time.perf_counter() - t0)
+    for fmt, times in sink_runs.items():
+        r[f"sink_{fmt}"] = args.sink_records / min(times)
+        print(f"sink {fmt}: {r[f'sink_{fmt}']:,.0f} rec/s (runs {[round(x, 2) for x in times]} s)", flush=True)
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--records", type=int, default=3_000_000)
@@ -134,6 +155,7 @@ def main() -> None:
     ap.add_argument("--batches", type=int, default=20)
     ap.add_argument("--rows-per-batch", type=int, default=10_000)
     ap.add_argument("--sink-records", type=int, default=1_000_000)
+    ap.add_argument("--only-sink", action="store_true", help="run only the sink case (pylog against the connector)")
     ap.add_argument("--skip-librdkafka", action="store_true", help="leave out pylog's librdkafka path")
     ap.add_argument("--profile", action="store_true", help="print where a pylog read's Python worker time goes")
     ap.add_argument("--append-results", action="store_true", help="append a section to bench/RESULTS.md")
@@ -149,6 +171,15 @@ def main() -> None:
     load_start = os.getloadavg()[0]
     try:
         topic = "bench"
+        if args.only_sink:
+            spark = (SparkSession.builder.master("local[2]").appName("pylog-spark-bench")
+                     .config("spark.ui.enabled", "false").config("spark.jars", ",".join(peer_jars())).getOrCreate())
+            spark.sparkContext.setLogLevel("ERROR")
+            sink_case(spark, bootstrap, args, r)
+            spark.stop()
+            print(f"load average {load_start:.1f} at the start, {os.getloadavg()[0]:.1f} at the end; nproc "
+                  f"{os.cpu_count()}; pylog/connector {r['sink_pylog'] / r['sink_kafka']:.2f}x", flush=True)
+            return
         produce_s = load_topic(bootstrap, topic, args.records, args.size, args.partitions, args.compression)
         print(f"loaded {args.records:,} x {args.size} B ({args.compression}) in {produce_s:.1f} s", flush=True)
         builder = (SparkSession.builder.master("local[2]").appName("pylog-spark-bench")
@@ -212,21 +243,7 @@ def main() -> None:
             print(f"streaming {fmt}: median {r[f'stream_{fmt}_ms']:.0f} ms/batch over {len(durations) - 2} batches",
                   flush=True)
 
-        src = spark.range(args.sink_records, numPartitions=2).select(
-            F.lpad(F.col("id").cast("string"), args.size, "x").alias("value")).cache()
-        src.count()
-        sink_runs: dict[str, list[float]] = {"pylog": [], "kafka": []}
-        for i in range(2):
-            for fmt in sink_runs:
-                sink_topic = f"sink-{fmt}-{i}"
-                create_topic(bootstrap, sink_topic, args.partitions)
-                t0 = time.perf_counter()
-                src.write.format(fmt).mode("append").option("kafka.bootstrap.servers", bootstrap) \
-                    .option("topic", sink_topic).save()
-                sink_runs[fmt].append(time.perf_counter() - t0)
-        for fmt, times in sink_runs.items():
-            r[f"sink_{fmt}"] = args.sink_records / min(times)
-            print(f"sink {fmt}: {r[f'sink_{fmt}']:,.0f} rec/s (runs {[round(x, 2) for x in times]} s)", flush=True)
+        sink_case(spark, bootstrap, args, r)
         spark.stop()
     finally:
         broker.stop()

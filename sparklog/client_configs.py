@@ -10,6 +10,8 @@ from __future__ import annotations
 from typing import Mapping
 
 from sparklog.kafka_client import ClientConfig
+from sparklog.produce_client import ProducerConfig
+from sparklog.record_encoder import CODECS
 from sparklog.options import OptionError, ReadOptions, WriteOptions
 from sparklog.schema import EXECUTOR_CONSUMER_DEFAULTS
 
@@ -89,3 +91,40 @@ def group_progress(bootstrap_servers: str, kafka_params: Mapping[str, str], grou
 def producer(opts: WriteOptions) -> dict[str, object]:
     """The sink's producer: idempotent, large batches, delivery reports only for failures."""
     return {**PRODUCER_DEFAULTS, **opts.kafka_params, "bootstrap.servers": opts.bootstrap_servers}
+
+
+_ACKS = {"all": -1, "-1": -1, "1": 1, "0": 0}
+
+
+def native_producer(opts: WriteOptions) -> ProducerConfig:
+    """The sink's own producer. Of the `kafka.*` options it honours acks (default all),
+    enable.idempotence (default true with acks=all, as the Java client), compression.type (or
+    librdkafka's compression.codec), batch.size, max.request.size, request.timeout.ms,
+    delivery.timeout.ms (or message.timeout.ms), retry.backoff.ms and client.id."""
+    p = opts.kafka_params
+    raw_acks = p.get("acks", "all").strip().lower()
+    if raw_acks not in _ACKS:
+        raise OptionError(f"Invalid value {raw_acks!r} for option 'kafka.acks': all, -1, 1 or 0")
+    acks = _ACKS[raw_acks]
+    raw_idem = p.get("enable.idempotence")
+    idempotent = acks == -1 if raw_idem is None else raw_idem.strip().lower() == "true"
+    if idempotent and acks != -1:
+        raise OptionError("Must set kafka.acks to all in order to use the idempotent producer "
+                          "(or set kafka.enable.idempotence=false)")
+    codec = p.get("compression.type", p.get("compression.codec", "none")).strip().lower()
+    if codec not in CODECS:
+        raise OptionError(f"Invalid value {codec!r} for option 'kafka.compression.type': {', '.join(CODECS)}")
+    timeout_key = "message.timeout.ms" if "message.timeout.ms" in p and "delivery.timeout.ms" not in p \
+        else "delivery.timeout.ms"
+    return ProducerConfig(
+        bootstrap_servers=opts.bootstrap_servers,
+        client_id=p.get("client.id", "pylog-sink"),
+        acks=acks,
+        idempotent=idempotent,
+        codec=CODECS[codec],
+        batch_bytes=_int(p, "batch.size", int(str(PRODUCER_DEFAULTS["batch.size"]))),
+        max_request_bytes=_int(p, "max.request.size", 1_048_576),
+        request_timeout_ms=_int(p, "request.timeout.ms", 30_000),
+        delivery_timeout_ms=_int(p, timeout_key, 120_000),
+        retry_backoff_ms=_int(p, "retry.backoff.ms", 100),
+    )

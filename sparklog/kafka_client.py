@@ -1,7 +1,8 @@
 """Executor side: a minimal blocking Kafka client that keeps Fetch record sets as bytes.
 
-Owns the sockets of the native read path: connecting to the bootstrap servers and to partition
-leaders, negotiating versions with ApiVersions, Metadata (leaders), ListOffsets and Fetch. Every
+Owns the sockets of the native read path (and of the sink's producer, `produce_client`): connecting
+to the bootstrap servers and to partition leaders, negotiating versions with ApiVersions, Metadata
+(leaders), ListOffsets and Fetch; sending frames built elsewhere (Produce). Every
 message goes through the protocol layer's sans-I/O codecs (`broker.protocol.client_codec` and
 `fetch_response`), so this module only moves frames. A Fetch answer's record set is a `memoryview`
 of the received frame: no per-record object, no copy.
@@ -22,8 +23,10 @@ from typing import Any, Optional
 from broker.protocol.client_codec import (
     DESCRIBE_LOG_DIRS,
     FETCH,
+    INIT_PRODUCER_ID,
     LIST_OFFSETS,
     METADATA,
+    PRODUCE,
     ResponseError,
     decode_response,
     encode_request,
@@ -39,9 +42,9 @@ from broker.protocol.fetch_response import FetchedPartition, FetchResponseError,
 API_VERSIONS = 18
 # The versions this client speaks; the highest one the broker also speaks is used. Fetch stops at
 # v12, the last version that names topics (v13+ address them by topic id). DescribeLogDirs is
-# optional (only maxBytesPerTrigger needs it).
+# optional (only maxBytesPerTrigger needs it), and so are Produce and InitProducerId (only the sink).
 SUPPORTED = {FETCH: (4, 12), LIST_OFFSETS: (1, 7), METADATA: (4, 12), API_VERSIONS: (0, 0)}
-OPTIONAL = {DESCRIBE_LOG_DIRS: (1, 4)}
+OPTIONAL = {DESCRIBE_LOG_DIRS: (1, 4), PRODUCE: (3, 9), INIT_PRODUCER_ID: (0, 4)}
 EARLIEST, LATEST = -2, -1
 MAX_RESPONSE_BYTES = 1 << 30
 _SIZE = struct.Struct(">i")
@@ -140,6 +143,30 @@ class BrokerConnection:
         except OSError as e:   # socket.timeout included
             raise BrokerUnavailableError(f"reading from {self.address} failed: {e}") from None
         return buf
+
+    def next_correlation_id(self) -> int:
+        return next(self._ids)
+
+    def send_frame(self, parts: list[bytes | memoryview]) -> None:
+        """Send a frame built elsewhere (a Produce request: its record sets are sent in place)."""
+        views = [memoryview(p).cast("B") for p in parts]
+        try:
+            while views:
+                sent = self._sock.sendmsg(views)
+                while views and sent >= len(views[0]):
+                    sent -= len(views[0])
+                    views.pop(0)
+                if sent:
+                    views[0] = views[0][sent:]
+        except OSError as e:
+            raise BrokerUnavailableError(f"sending to {self.address} failed: {e}") from None
+
+    def receive(self, api_key: int, version: int, correlation_id: int) -> Any:
+        """Read and decode the response to a request sent with `send_frame`."""
+        try:
+            return decode_response(self._receive(), api_key, version, correlation_id)
+        except ResponseError as e:
+            raise KafkaClientError(f"{self.address}: {e}") from None
 
     def call(self, api_key: int, version: int, body: Any) -> Any:
         """Send one request and decode its kio response."""
@@ -248,6 +275,13 @@ class KafkaClient:
                 code = errors.get(partition, errors.get(-1, UNKNOWN_TOPIC_OR_PARTITION))
                 raise PartitionError(topic, partition, code or LEADER_NOT_AVAILABLE)
         return found
+
+    def leader_connection(self, topic: str, partition: int) -> BrokerConnection:
+        """The connection to the partition's leader (connecting when needed)."""
+        return self._connection(self.leader(topic, partition).node_id)
+
+    def any_connection(self) -> BrokerConnection:
+        return self._any_connection()
 
     def forget_leader(self, topic: str, partition: int) -> None:
         """Drop what is known of a partition's leader (after NOT_LEADER and the like) and its connection."""

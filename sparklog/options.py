@@ -95,11 +95,16 @@ class ReadOptions:
     fetcher: Fetcher = "auto"                   # how executors read records (see sparklog.reader_settings)
 
 
+Producer = Literal["auto", "native", "librdkafka"]
+PRODUCERS: tuple[str, ...] = ("auto", "native", "librdkafka")
+
+
 @dataclass(frozen=True)
 class WriteOptions:
     bootstrap_servers: str
     kafka_params: dict[str, str] = field(default_factory=dict)
     topic: Optional[str] = None
+    producer: Producer = "auto"                 # how executors produce (see sparklog.writer)
 
 
 # --- small typed parsers ---------------------------------------------------------------------------
@@ -354,16 +359,21 @@ def _check_unmatched(start: off.OffsetSpec, end: off.OffsetSpec) -> None:
                                   f"end {what} {eo} in the batch query. Please check the options.")
 
 
-def _fetcher(value: str, params: Mapping[str, str]) -> Fetcher:
-    """The `fetcher` option: auto (native unless the connection needs TLS or SASL), native, librdkafka."""
+def _client_choice(name: str, value: str, allowed: tuple[str, ...], params: Mapping[str, str]) -> str:
+    """The `fetcher` / `producer` option: auto (native unless the connection needs TLS or SASL),
+    native, librdkafka."""
     v = value.strip().lower()
-    if v not in FETCHERS:
-        raise OptionError(f"fetcher must be one of {', '.join(FETCHERS)}, not {value!r}")
+    if v not in allowed:
+        raise OptionError(f"{name} must be one of {', '.join(allowed)}, not {value!r}")
     if v == "native" and needs_librdkafka(params):
-        raise OptionError("fetcher 'native' speaks plain TCP only; this connection needs librdkafka "
+        raise OptionError(f"{name} 'native' speaks plain TCP only; this connection needs librdkafka "
                           f"(security.protocol={params.get('security.protocol', 'PLAINTEXT')}, or ssl./sasl. "
-                          "settings): use fetcher 'auto' or 'librdkafka'")
-    return v   # type: ignore[return-value]
+                          f"settings): use {name} 'auto' or 'librdkafka'")
+    return v
+
+
+def _fetcher(value: str, params: Mapping[str, str]) -> Fetcher:
+    return _client_choice("fetcher", value, FETCHERS, params)   # type: ignore[return-value]
 
 
 def needs_librdkafka(params: Mapping[str, str]) -> bool:
@@ -450,4 +460,11 @@ def parse_write_options(options: Mapping[str, str]) -> WriteOptions:
     topic = opts["topic"].strip() if "topic" in opts else None
     if topic == "":
         raise OptionError("Invalid value '' for option 'topic': expected a topic name")
-    return WriteOptions(bootstrap_servers=params.pop("bootstrap.servers"), kafka_params=params, topic=topic)
+    producer = _client_choice("producer", opts.get("producer", "auto"), PRODUCERS, params)
+    return WriteOptions(bootstrap_servers=params.pop("bootstrap.servers"), kafka_params=params, topic=topic,
+                        producer=producer)   # type: ignore[arg-type]
+
+
+def native_producer(opts: WriteOptions) -> bool:
+    """Whether the sink's own Produce client writes (plain TCP), rather than librdkafka (TLS/SASL)."""
+    return opts.producer == "native" or (opts.producer == "auto" and not needs_librdkafka(opts.kafka_params))

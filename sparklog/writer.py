@@ -1,9 +1,16 @@
 """Sinks into Kafka topics: `df.write.format("pylog")` (append) and `df.writeStream.format("pylog")`.
 
-Semantics: at-least-once. Each Spark task owns one idempotent confluent-kafka Producer, sends its
-rows, and flushes before reporting success; any delivery failure fails the task (never a silent
-drop). A retried task or a re-run micro-batch sends its rows again, so a reader can see duplicates,
-as with Spark's own Kafka sink.
+Semantics: at-least-once. Each Spark task owns one idempotent producer, sends its rows, and waits
+for every acknowledgement before reporting success; any delivery failure fails the task (never a
+silent drop). A retried task or a re-run micro-batch sends its rows again, so a reader can see
+duplicates, as with Spark's own Kafka sink.
+
+Two producers, chosen by the `producer` option (auto | native | librdkafka), as the read side's
+`fetcher`: the native path (`native_sink`: Arrow columns encoded in Rust, sent by the sink's own
+Produce client, no Python object per row) for plain TCP, librdkafka (`_TaskProducer`, one
+`produce` call per row) for TLS and SASL. Keyed rows land on the same partitions either way only
+with the native path's murmur2 (the Java client's and Spark's choice); librdkafka's default
+partitioner hashes keys with CRC32 (consistent_random).
 
 Owns the input-schema checks (value required; key, topic, partition, headers optional; the `topic`
 option overrides the column, as in Spark) and the produce loop. Never reads from Kafka.
@@ -21,7 +28,8 @@ from pyspark.sql.types import ArrayType, BinaryType, IntegerType, StringType, St
 
 from sparklog import client_configs
 from sparklog.kafka_log import with_logger
-from sparklog.options import OptionError, WriteOptions
+from sparklog.native_sink import NativeTaskProducer
+from sparklog.options import OptionError, WriteOptions, native_producer
 from sparklog.schema import HEADER_TYPE
 
 log = logging.getLogger(__name__)
@@ -131,6 +139,14 @@ class _TaskProducer:
 
 
 def write_all(opts: WriteOptions, batches: Iterator[pa.RecordBatch]) -> WriteResult:
+    if native_producer(opts):
+        native = NativeTaskProducer(opts.topic, client_configs.native_producer(opts))
+        try:
+            for batch in batches:
+                native.send_batch(batch)
+            return WriteResult(native.sent)
+        finally:
+            native.close()
     task = _TaskProducer(opts)
     for batch in batches:
         task.send_batch(batch)
@@ -143,6 +159,8 @@ class PylogBatchWriter(DataSourceArrowWriter):
             raise OptionError("Save mode Overwrite not allowed for pylog (Kafka). Allowed save modes are Append "
                               "(use .mode(\"append\")); records are always appended to the topic.")
         check_input_schema(schema, opts.topic)
+        if native_producer(opts):
+            client_configs.native_producer(opts)     # bad kafka.* values fail on the driver
         self.opts = opts
 
     def write(self, iterator: Iterator[pa.RecordBatch]) -> WriteResult:
@@ -156,6 +174,8 @@ class PylogBatchWriter(DataSourceArrowWriter):
 class PylogStreamWriter(DataSourceStreamArrowWriter):
     def __init__(self, opts: WriteOptions, schema: StructType) -> None:
         check_input_schema(schema, opts.topic)
+        if native_producer(opts):
+            client_configs.native_producer(opts)
         self.opts = opts
 
     def write(self, iterator: Iterator[pa.RecordBatch]) -> WriteResult:

@@ -1,10 +1,11 @@
 """The client's side of the wire: request frames out, response bodies in. Sans I/O.
 
-Owns what a Kafka client (the Spark source's own fetcher) needs beyond the broker's codecs: the
+Owns what a Kafka client (the Spark source's own fetcher, the sink's producer) needs beyond the broker's codecs: the
 requests it sends, built for whichever version the broker negotiated (`builder.build` keeps only the
 fields that version has), encoding them with a request header v1/v2 into a frame, and reading a
 response frame's header and body. Fetch bodies are read by `fetch_response.decode_fetch_response`, so their record
-sets stay views of the frame; every other body through kio, after the same length guard the broker
+sets stay views of the frame (Produce frames are built by `produce_codec.encode_produce_request`);
+every other body through kio, after the same length guard the broker
 applies to requests. Knows nothing about sockets.
 """
 from __future__ import annotations
@@ -36,7 +37,7 @@ def request_class(api_key: int, version: int) -> type:
     return cls
 
 
-FETCH, LIST_OFFSETS, METADATA, DESCRIBE_LOG_DIRS = 1, 2, 3, 35
+PRODUCE, FETCH, LIST_OFFSETS, METADATA, INIT_PRODUCER_ID, DESCRIBE_LOG_DIRS = 0, 1, 2, 3, 22, 35
 
 
 def fetch_request(version: int, topic: str, partition: int, offset: int, partition_max_bytes: int,
@@ -61,6 +62,12 @@ def list_offsets_request(version: int, topic: str, partition: int, timestamp: in
         "replica_id": -1, "isolation_level": int(read_committed),
         "topics": [{"name": topic, "partitions": [{"partition_index": partition, "current_leader_epoch": -1,
                                                    "timestamp": timestamp, "max_num_offsets": 1}]}]})
+
+
+def init_producer_id_request(version: int, timeout_ms: int) -> Any:
+    """A producer id for an idempotent (non-transactional) producer."""
+    return build(request_class(INIT_PRODUCER_ID, version), {
+        "transactional_id": None, "transaction_timeout": timeout_ms, "producer_id": -1, "producer_epoch": -1})
 
 
 def log_dirs_request(version: int, topic: str, partitions: list[int]) -> Any:

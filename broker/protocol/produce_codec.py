@@ -5,7 +5,8 @@ slotted objects whose record sets are memoryview slices of the frame (never copi
 `encode_produce_response` writes a complete response frame. Both are byte-for-byte equivalent to
 kio's generated codecs for the same versions (tests/unit/test_produce_codec.py checks every
 version); the attribute names match kio's entities so handlers need not care which decoded a
-request. Never touches sockets or broker state.
+request. The client's side (the sink's own producer): `encode_produce_request` frames record sets
+as pieces to send, without copying them. Never touches sockets or broker state.
 
 Differences from kio, both in Kafka's favour: unknown tagged fields are skipped (Kafka ignores
 them; kio rejects them), and null topic/partition arrays are malformed here (with kio they fail
@@ -28,6 +29,8 @@ _PARTITION_V5 = struct.Struct(">ihqqq")     # + log start offset
 _HEADER_V0 = struct.Struct(">ii")           # size, correlation id
 _INDEX_AND_SIZE = struct.Struct(">ii")      # partition index, records length
 _HEADER_V1 = struct.Struct(">iib")          # size, correlation id, empty tagged fields
+_REQUEST_HEADER = struct.Struct(">ihhi")    # size, api key, api version, correlation id
+PRODUCE_KEY = 0
 
 MIN_VERSION = 3
 MAX_VERSION = 9
@@ -281,3 +284,41 @@ def encode_produce_response(version: int, correlation_id: int,
     else:
         _HEADER_V0.pack_into(out, 0, len(out) - 4, correlation_id)
     return bytes(out)
+
+
+# --- the client's side: a request frame around record sets that stay where they are -----------------
+
+def encode_produce_request(version: int, correlation_id: int, client_id: str, acks: int, timeout_ms: int,
+                           topics: Sequence[tuple[str, Sequence[tuple[int, bytes | memoryview]]]],
+                           transactional_id: str | None = None) -> list[bytes | memoryview]:
+    """A complete ProduceRequest frame of `version` (size prefix and request header v1/v2 included),
+    as pieces to send in order: the record sets are passed through, never copied."""
+    flexible = version >= FLEXIBLE_VERSION
+    raw_id = client_id.encode()
+    head = bytearray(_REQUEST_HEADER.pack(0, PRODUCE_KEY, version, correlation_id))   # size filled in below
+    head += _I16.pack(len(raw_id)) + raw_id
+    if flexible:
+        head += b"\x00"                          # request header v2: no tagged fields
+    head += _nullable_string(transactional_id, flexible) + _ACKS_TIMEOUT.pack(acks, timeout_ms)
+    head += write_uvarint(len(topics) + 1) if flexible else _I32.pack(len(topics))
+    parts: list[bytes | memoryview] = []
+    pending = head
+    for name, partitions in topics:
+        pending += _string(name, flexible)
+        pending += write_uvarint(len(partitions) + 1) if flexible else _I32.pack(len(partitions))
+        for index, records in partitions:
+            pending += _I32.pack(index)
+            pending += write_uvarint(len(records) + 1) if flexible else _I32.pack(len(records))
+            parts.append(bytes(pending))
+            parts.append(records)
+            pending = bytearray(b"\x00" if flexible else b"")
+        if flexible:
+            pending += b"\x00"
+    if flexible:
+        pending += b"\x00"
+    parts.append(bytes(pending))
+    size = sum(len(p) for p in parts) - 4
+    first = bytearray(parts[0])
+    _I32.pack_into(first, 0, size)
+    parts[0] = bytes(first)
+    return [p for p in parts if len(p)]

@@ -1,5 +1,7 @@
 //! pylog_native: Kafka record batch v2 → Arrow buffers, for the `pylog` Spark source.
 //!
+//! The sink's side is in `encode_py` (Arrow buffers → record batches; row → partition).
+//!
 //! `decode_batches(data, start, end, include_headers, verify_crc, max_batch_bytes, max_rows)` (data: any contiguous
 //! byte buffer: bytes, or a memoryview of a received response, read in place) returns a dict of
 //! Arrow buffers (as `Buffer` objects that expose the buffer protocol, so pyarrow wraps them without
@@ -7,13 +9,19 @@
 //! `DecodeError` with a message naming the batch's base offset and the byte position; no panic and
 //! no allocation sized by an unchecked count. The GIL is released while decoding.
 
+pub mod arrow_view;
 pub mod columns;
 pub mod compression;
 pub mod decode;
+pub mod encode;
 pub mod error;
 pub mod lz4_frame;
+pub mod partition;
 pub mod reader;
 pub mod validate;
+
+#[cfg(feature = "python")]
+mod encode_py;
 
 #[cfg(feature = "python")]
 mod python {
@@ -65,7 +73,7 @@ mod python {
         unsafe fn __releasebuffer__(&self, _view: *mut ffi::Py_buffer) {}
     }
 
-    fn buf(py: Python<'_>, data: Vec<u8>) -> PyResult<Py<Buffer>> {
+    pub(crate) fn buf(py: Python<'_>, data: Vec<u8>) -> PyResult<Py<Buffer>> {
         Py::new(py, Buffer { data })
     }
 
@@ -156,6 +164,7 @@ mod python {
         m.add("ValidationError", m.py().get_type::<ValidationError>())?;
         m.add_class::<Buffer>()?;
         m.add("DecodeError", m.py().get_type::<DecodeError>())?;
+        crate::encode_py::register(m)?;
         Ok(())
     }
 }

@@ -19,6 +19,7 @@ from broker.protocol.produce_codec import (
     PartitionResult,
     ProduceDecodeError,
     decode_produce,
+    encode_produce_request,
     encode_produce_response,
 )
 
@@ -77,6 +78,17 @@ def test_requests_decode_like_kio(version, txn, acks, timeout_ms, topics):
     assert [(t.name, [(p.index, None if p.records is None else bytes(p.records)) for p in t.partition_data])
             for t in ours.topic_data] == \
            [(t.name, [(p.index, p.records) for p in t.partition_data]) for t in theirs.topic_data]
+
+
+@pytest.mark.parametrize("version", VERSIONS)
+@settings(max_examples=40, deadline=None, suppress_health_check=list(HealthCheck))
+@given(txn=st.one_of(st.none(), _names), acks=st.sampled_from([-1, 0, 1]), timeout_ms=st.integers(0, 2**31 - 1),
+       topics=st.lists(st.tuples(_names, st.lists(st.tuples(st.integers(0, 2**31 - 1), st.binary(max_size=50)),
+                                                   max_size=3)), max_size=3))
+def test_the_clients_request_frames_are_kios(version, txn, acks, timeout_ms, topics):
+    frame = b"".join(bytes(p) for p in encode_produce_request(version, 9, "sink", acks, timeout_ms, topics, txn))
+    header = struct.pack(">hhih", 0, version, 9, 4) + b"sink" + (b"\x00" if version >= 9 else b"")
+    assert frame == struct.pack(">i", len(frame) - 4) + header + _kio_request_body(version, txn, acks, timeout_ms, topics)
 
 
 _results = st.builds(

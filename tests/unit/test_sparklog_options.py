@@ -135,3 +135,35 @@ def test_max_bytes_per_trigger_takes_byte_strings():
     for bad in ("0", "-1", "10x", "lots"):
         with pytest.raises(OptionError, match="maxBytesPerTrigger.*positive byte count"):
             parse_stream_options({**base, "maxBytesPerTrigger": bad})
+
+
+def test_the_native_producer_is_chosen_for_plain_tcp_and_librdkafka_for_tls_or_sasl():
+    from sparklog.options import native_producer
+
+    base = {"kafka.bootstrap.servers": "h:1", "topic": "t"}
+    assert native_producer(parse_write_options(base))
+    assert native_producer(parse_write_options({**base, "producer": "NATIVE"}))
+    for extra in ({"kafka.security.protocol": "SSL"}, {"kafka.sasl.mechanism": "PLAIN"}, {"producer": "librdkafka"}):
+        assert not native_producer(parse_write_options({**base, **extra})), extra
+    with pytest.raises(OptionError, match="producer 'native' speaks plain TCP only.*security.protocol=SASL_SSL"):
+        parse_write_options({**base, "producer": "native", "kafka.security.protocol": "SASL_SSL"})
+    with pytest.raises(OptionError, match="producer must be one of auto, native, librdkafka, not 'rust'"):
+        parse_write_options({**base, "producer": "rust"})
+
+
+def test_native_producer_settings_follow_the_java_clients_rules():
+    from sparklog.client_configs import native_producer
+
+    base = {"kafka.bootstrap.servers": "h:1", "topic": "t"}
+    c = native_producer(parse_write_options(base))
+    assert (c.acks, c.idempotent, c.codec, c.max_request_bytes) == (-1, True, 0, 1_048_576)
+    assert c.max_batch_bytes <= c.max_request_bytes - 512     # a batch always fits in a request
+    c = native_producer(parse_write_options({**base, "kafka.acks": "1", "kafka.compression.type": "LZ4",
+                                             "kafka.max.request.size": "100000", "kafka.message.timeout.ms": "5000"}))
+    assert (c.acks, c.idempotent, c.codec, c.max_batch_bytes, c.delivery_timeout_ms) == (1, False, 3, 99_488, 5000)
+    with pytest.raises(OptionError, match="Must set kafka.acks to all in order to use the idempotent producer"):
+        native_producer(parse_write_options({**base, "kafka.acks": "0", "kafka.enable.idempotence": "true"}))
+    with pytest.raises(OptionError, match="'kafka.compression.type': none, gzip, snappy, lz4, zstd"):
+        native_producer(parse_write_options({**base, "kafka.compression.type": "brotli"}))
+    with pytest.raises(OptionError, match="'kafka.acks'"):
+        native_producer(parse_write_options({**base, "kafka.acks": "most"}))
