@@ -13,6 +13,9 @@
   log cleanup (before pylog read V2 checkpoints, a V2 checkpoint made every app's state read as empty),
   and `pylog job reprocess --set reprocess.from=version:V` reads a retained version's.
 - `pylog job maintain` compacts, vacuums and checkpoints a table and reports every app's offsets unchanged.
+- The delta-spark engine (sink.engine=delta-spark) stores the same txns as delta-rs, so either engine resumes
+  and skips the other's batches; its keyed merge keeps each key's latest record, deletes tombstoned keys and
+  skips a replayed batch.
 
 The module shares the run's one SparkSession (tests/e2e/conftest.py builds it with
 jobs.spark_session.with_delta_spark) and one pylog broker. Log cleanup deletes only commit files older

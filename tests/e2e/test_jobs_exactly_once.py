@@ -1,5 +1,8 @@
 """The jobs into Delta, exactly once: kill loops, a lost checkpoint, reprocessing from a timestamp.
 
+The stream kill loops run with `pylog job maintain` beside them; on pylog's broker the runs alternate
+between the delta-rs and delta-spark engines, and a delta-spark merge stream has its own kill loop.
+
 Each job runs as a real `pylog job ...` process (its own Spark driver JVM) against a real broker;
 kills are SIGKILL to the job's whole process group. These are the suite's deliberate slow cases.
 """
@@ -95,7 +98,7 @@ def test_stream_to_delta_survives_a_kill_loop_exactly_once(any_broker, tmp_path)
         finish(start())
     assert_exactly_once(table, "kill-loop", pylog_broker.bootstrap, "events", total)
     if maintain is not None:
-        assert maintain.succeeded() >= 1, "maintenance ran beside the stream"
+        assert maintain.succeeded() == 1, "maintenance ran beside the stream"
         assert "delta-spark" in {h.get("pylog.engine") or (h.get("tags") or {}).get("pylog.engine")
                                  for h in DeltaTable(str(table)).history()}, "delta-spark committed batches"
 
@@ -167,7 +170,7 @@ def test_delta_spark_merge_stream_survives_a_kill_loop_beside_maintenance(pylog_
     tombstoned keys gone, no key twice), and no batch was applied twice (one commit per batch id), across a
     kill right after a commit, two random kills and `pylog job maintain` running beside the stream."""
     create_topic(pylog_broker.bootstrap, "events", partitions=2)
-    produced = _produce_keyed(pylog_broker.bootstrap, "events", 0, 1500)
+    produced = _produce_keyed(pylog_broker.bootstrap, "events", 0, 900)
     settings = _stream_settings(pylog_broker.bootstrap, tmp_path, **{
         "sink.app.id": "cdc", "sink.engine": "delta-spark", "sink.mode": "merge", "sink.merge.key": "key",
         "value.schema": "event_id string", "source.max.offsets.per.trigger": 300})
@@ -205,5 +208,7 @@ def test_delta_spark_merge_stream_survives_a_kill_loop_beside_maintenance(pylog_
     assert OffsetManager(str(table), "cdc").committed() == end_offsets(pylog_broker.bootstrap, ["events"])
     batches = [(h["tags"]["pylog.generation"], h["tags"]["pylog.batchId"]) for h in DeltaTable(str(table)).history()
                if (h.get("tags") or {}).get("pylog.appId") == "cdc"]
-    assert len(batches) == len(set(batches)) >= 4, "every batch committed once"
-    assert maintain.succeeded() >= 1, "maintenance ran beside the stream"
+    assert sorted(batches, key=lambda b: int(b[1])) == [("0", str(b)) for b in range(len(batches))], \
+        "every batch committed exactly once, none missing (the replays after the kills were skipped)"
+    assert len(batches) >= 3
+    assert maintain.succeeded() == 1, "maintenance ran beside the stream"

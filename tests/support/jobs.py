@@ -84,19 +84,20 @@ def event_ids(table: Path) -> list[int]:
 
 
 class MaintainBeside:
-    """`pylog job maintain` run again and again on a table while a test's jobs write it (a thread; each run a
-    real process). VACUUM keeps its default retention: files a running writer has not committed yet stay."""
+    """`pylog job maintain` run `max_runs` times, one after the other, on a table while a test's jobs write it
+    (a thread; each run a real process, started once the table exists). VACUUM keeps its default retention:
+    files a running writer has not committed yet stay."""
 
-    def __init__(self, table: Path, pause_s: float = 1.0) -> None:
+    def __init__(self, table: Path, max_runs: int = 1, pause_s: float = 1.0) -> None:
         import threading
 
-        self.table, self.pause_s = table, pause_s
+        self.table, self.max_runs, self.pause_s = table, max_runs, pause_s
         self.runs: list[tuple[int, str]] = []   # (exit code, output) of each finished run
         self._stop = threading.Event()
         self._thread = threading.Thread(target=self._loop, name="maintain-beside", daemon=True)
 
     def _loop(self) -> None:
-        while not self._stop.is_set():
+        while not self._stop.is_set() and len(self.runs) < self.max_runs:
             if not (self.table / "_delta_log").exists():
                 self._stop.wait(0.5)
                 continue
