@@ -35,10 +35,9 @@ from connectors.delta_log_reader import read_app_transactions
 from connectors.errors import CommitConflictError, FencedError, SchemaMismatchError, UnsupportedTableError
 from connectors.offset_txns import (
     AppState,
+    batch_txns,
     generation_app_id,
     marker_app_id,
-    offsets_to_txns,
-    topic_ids_to_txns,
 )
 from connectors.parquet_files import remove_files
 from sparklog.offsets import PartitionOffsets, to_json
@@ -49,7 +48,7 @@ MAX_COMMIT_ATTEMPTS = 50   # each attempt follows another writer's successful co
 
 __all__ = ["BatchCommit", "SchemaMismatchError", "FencedError", "CommitConflictError", "UnsupportedTableError",
            "commit_batch", "claim_generation", "app_state", "committed_offsets", "current_generation", "open_table",
-           "check_writable", "table_partition_columns"]
+           "check_writable", "table_partition_columns", "prepare_table"]
 
 
 @dataclass
@@ -175,6 +174,22 @@ def ensure_table(path: str, schema: pa.Schema, partition_by: list[str] | None = 
     return dt
 
 
+def prepare_table(path: str, schema: pa.Schema, partition_by: list[str], merge_schema: bool) -> list[str]:
+    """Make `path` ready for a batch of `schema` written by another engine (delta-spark): created if needed,
+    checked writable, partitioning checked, new columns added as nullable when `merge_schema` (a commit of
+    its own, as commit_batch makes it). Returns the table's partition columns. Raises SchemaMismatchError
+    or UnsupportedTableError naming the table."""
+    dt = ensure_table(path, schema, partition_by)
+    columns = table_partition_columns(path, partition_by)
+    table_schema = pa.schema(dt.schema().to_arrow())
+    merged = _delta_schema_compatible(table_schema, schema, merge_schema, path)
+    if merged is not None:
+        new_cols = [f for f in merged if f.name not in table_schema.names]
+        dt.alter.add_columns(list(DeltaSchema.from_arrow(pa.schema(new_cols)).fields))
+        log.info("Delta table %s: added nullable columns %s", path, [f.name for f in new_cols])
+    return columns
+
+
 def _refused(dt: DeltaTable, path: str, error: CommitFailedError) -> UnsupportedTableError | None:
     """The error to stop with when a failed commit was not another writer's commit (None: retry)."""
     if "Unsupported table features" in str(error):
@@ -269,10 +284,7 @@ def commit_batch(c: BatchCommit) -> bool:
         except (SchemaMismatchError, UnsupportedTableError):
             remove_files(c.table_path, c.files)
             raise
-        txns = {marker_app_id(c.app_id, c.generation): c.batch_id, generation_app_id(c.app_id): c.generation,
-                **topic_ids_to_txns(c.app_id, c.topic_ids, dt.version() + 1)}
-        if c.end_offsets:
-            txns.update(offsets_to_txns(c.app_id, c.end_offsets))
+        txns = batch_txns(c.app_id, c.generation, c.batch_id, c.end_offsets, c.topic_ids, dt.version() + 1)
         try:
             dt.create_write_transaction(actions, mode=c.mode, schema=dt.schema(),
                                         partition_by=c.partition_by or None, commit_properties=_props(metadata, txns))

@@ -8,6 +8,8 @@ commitInfo. Each commit of the sink carries:
   - the id of each source topic, where the broker has ids, `pylog.topicId:["<app id>","<topic>","<id>"]`
     → the table version of the commit (a txn holds a number, so the id goes into its name; the entry
     with the highest version is the current one).
+`batch_txns` is that set for one commit, whichever engine makes it (delta-rs in connectors.delta_commit,
+delta-spark in connectors.delta_spark_commit), so the tables they write read back the same.
 `AppState` is what one app has stored, read from one snapshot of the table's txns.
 Offsets are sparklog.offsets.PartitionOffsets ((topic, partition) → offset), the one shape of
 offsets in the product; their JSON is sparklog.offsets' (Spark's). Pure functions only: no I/O.
@@ -84,6 +86,17 @@ def topic_ids_to_txns(app_id: str, topic_ids: Mapping[str, str], table_version: 
     """{txn app id: version} recording the source topics' ids in the commit that makes `table_version`."""
     return {TOPIC_ID_PREFIX + json.dumps([app_id, t, i], separators=(",", ":")): table_version
             for t, i in sorted(topic_ids.items())}
+
+
+def batch_txns(app_id: str, generation: int, batch_id: int, end_offsets: Mapping[TopicPartition, int] | None,
+               topic_ids: Mapping[str, str], table_version: int) -> dict[str, int]:
+    """Every txn of one batch's commit (the one that makes `table_version`): marker, generation, topic ids and,
+    when known, the end offsets. The same for every engine: the offsets model is this, and only this."""
+    txns = {marker_app_id(app_id, generation): batch_id, generation_app_id(app_id): generation,
+            **topic_ids_to_txns(app_id, topic_ids, table_version)}
+    if end_offsets:
+        txns.update(offsets_to_txns(app_id, end_offsets))
+    return txns
 
 
 def topic_ids_from_txns(txns: Mapping[str, int], app_id: str) -> dict[str, str]:

@@ -6,17 +6,20 @@ commits the data, the new end offsets and topic ids in one Delta commit as batch
 A run with no new data is a no-op; a run after a crash re-reads from the committed offsets; two
 overlapping runs plan the same batch id, so only one of them commits (the other is a replay).
 A re-created topic, or offsets that aged out, fail the run when source.fail.on.data.loss is true
-(the default) and are read from the new log's start when it is false.
+(the default) and are read from the new log's start when it is false. sink.engine=delta-spark makes the
+same commit with delta-spark (jobs.sink_engine); sink.mode=merge upserts and deletes by sink.merge.key.
 """
 from __future__ import annotations
 
 import logging
 
 from connectors.delta_sink import writer_options
+from connectors.delta_spark_commit import SparkBatch, commit_with_delta_spark
 from connectors.offset_manager import OffsetManager, live_log, resume_from
 from jobs.config import JobConfig, JobConfigError
 from jobs.progress import BatchProgress
 from jobs.rows import source_options, table_rows
+from jobs.sink_engine import check_keys, sink_choice
 from jobs.spark_session import build_session
 from sparklog.offsets import PartitionOffsets, TopicIds, to_json
 from sparklog.planner import backlog
@@ -43,6 +46,7 @@ def run(cfg: JobConfig) -> int:
     table = cfg.require("sink.table.path")
     app_id = cfg.get("sink.app.id", cfg.name)
     om = OffsetManager(table, app_id)
+    choice = sink_choice(cfg)
     starts, ends, topic_ids, batch_id = plan_range(cfg, om)
     records = backlog(starts, ends)
     if records == 0:
@@ -50,15 +54,20 @@ def run(cfg: JobConfig) -> int:
         return 0
     log.info("loading %d records (batch %d) from %s to %s into %s", records, batch_id, to_json(starts), to_json(ends),
              table)
-    spark = build_session(cfg, f"pylog batch_load {app_id}")
+    spark = build_session(cfg, f"pylog batch_load {app_id}", delta_spark=choice.delta_spark)
     df = (spark.read.format("pylog").options(**source_options(cfg))
           .option("startingOffsets", to_json(starts)).option("endingOffsets", to_json(ends)).load())
-    rows = table_rows(df, cfg.get("value.schema"))
-    writer = rows.write.format("pylog-delta").mode("append").options(**writer_options(
-        table, app_id, partition_by=cfg.list("sink.partition.by"), merge_schema=cfg.bool("sink.merge.schema", False),
-        batch_id=batch_id, offsets=ends, topic_ids=topic_ids))
+    rows = table_rows(df, cfg.get("value.schema"), choice.merge)
+    check_keys(cfg, choice, rows)
+    partition_by, merge_schema = cfg.list("sink.partition.by"), cfg.bool("sink.merge.schema", False)
     with BatchProgress(spark, "loading", records):
-        writer.save()
+        if choice.delta_spark:
+            commit_with_delta_spark(spark, rows, SparkBatch(table, app_id, batch_id, 0, ends, dict(topic_ids),
+                                                            partition_by, merge_schema, choice.mode, choice.merge_keys))
+        else:
+            rows.write.format("pylog-delta").mode("append").options(**writer_options(
+                table, app_id, partition_by=partition_by, merge_schema=merge_schema, batch_id=batch_id, offsets=ends,
+                topic_ids=topic_ids)).save()
     log.info("loaded %d records up to offsets %s into %s", records, to_json(ends), table)
     if cfg.get("group.mirror"):
         try:

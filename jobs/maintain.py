@@ -41,9 +41,6 @@ T = TypeVar("T")
 # delta-spark's conflicts with another writer's commit (io.delta.exceptions.*, and their error classes)
 _CONFLICT = re.compile(r"Concurrent\w*Exception|MetadataChangedException|ProtocolChangedException|"
                        r"DELTA_CONCURRENT_\w+|DELTA_METADATA_CHANGED|DELTA_PROTOCOL_CHANGED")
-# delta-spark on a small local table: snapshots in a few partitions, VACUUM's listing in a few tasks
-_LOCAL_DEFAULTS = {"spark.databricks.delta.snapshotPartitions": "4",
-                   "spark.sql.sources.parallelPartitionDiscovery.parallelism": "8"}
 
 
 def is_conflict(error: BaseException) -> bool:
@@ -127,14 +124,6 @@ def checkpoint(spark: Any, path: str, clean_up_log: bool) -> int:
     return int(snapshot.version())
 
 
-def _session_config(cfg: JobConfig) -> JobConfig:
-    values = dict(cfg.values)
-    if cfg.get("spark.master", "local[2]").startswith("local"):
-        for k, v in _LOCAL_DEFAULTS.items():
-            values.setdefault(k, v)
-    return JobConfig(cfg.name, values)
-
-
 def run(cfg: JobConfig) -> int:
     path = cfg.require("sink.table.path")
     if "://" not in path:
@@ -151,7 +140,7 @@ def run(cfg: JobConfig) -> int:
     if retention_hours < 0:
         raise JobConfigError(f"job maintain: maintain.vacuum.retention.hours must not be negative, got {retention}")
 
-    spark = build_session(_session_config(cfg), f"pylog maintain {path}", delta_spark=True)
+    spark = build_session(cfg, f"pylog maintain {path}", delta_spark=True)
     report: dict[str, Any] = {"table": path, "steps": {}}
     apps_before = app_states(path)
     report["before"] = table_facts(spark, path)

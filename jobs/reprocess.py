@@ -13,7 +13,9 @@ every partition named, no unknown topic or partition, no offset beyond the log e
 from the offsets sink.app.id had stored in sink.table.path as of its version V, which must still be
 retained in the table's log (after Delta's log cleanup: a checkpoint at or before V and the commits
 after it); they are checked against the live log as a resuming job's are, and partitions the app had
-not seen yet start at their earliest offset.
+not seen yet start at their earliest offset. sink.engine=delta-spark makes the rebuild's one commit with
+delta-spark; with sink.mode=merge the rebuilt table is the keyed state: each key's latest record, deleted
+keys left out (jobs.sink_engine).
 """
 from __future__ import annotations
 
@@ -23,10 +25,12 @@ from typing import Any
 from broker.timestamps import parse_instant_ms
 from connectors.delta_commit import claim_generation
 from connectors.delta_sink import arrow_schema, writer_options
+from connectors.delta_spark_commit import SparkBatch, commit_with_delta_spark
 from connectors.offset_manager import LiveLog, OffsetManager, live_log, resume_from, rewind_offsets
 from jobs.config import JobConfig, JobConfigError
 from jobs.progress import BatchProgress
 from jobs.rows import source_options, table_rows
+from jobs.sink_engine import check_keys, keyed_state, sink_choice, table_columns
 from jobs.spark_session import build_session
 from sparklog.offsets import EARLIEST, PartitionOffsets, TopicPartition, format_tp, from_json, to_json
 from sparklog.planner import backlog
@@ -121,22 +125,30 @@ def run(cfg: JobConfig) -> int:
         starts = rewind_offsets(bootstrap, topics, timestamp_ms=value) if kind == "timestamp" else \
             {tp: live.earliest[tp] for tp in ends}
     records = backlog(starts, ends)
-    spark = build_session(cfg, f"pylog reprocess {app_id}")
+    choice = sink_choice(cfg)
+    spark = build_session(cfg, f"pylog reprocess {app_id}", delta_spark=choice.delta_spark)
     df = (spark.read.format("pylog").options(**source_options(cfg))
           .option("startingOffsets", to_json(starts)).option("endingOffsets", to_json(ends)).load())
     if kind == "timestamp":
         from pyspark.sql import functions as F
 
         df = df.where(F.col("timestamp") >= F.timestamp_millis(F.lit(value)))
-    rows = table_rows(df, cfg.get("value.schema"))
+    rows = table_rows(df, cfg.get("value.schema"), choice.merge)
+    check_keys(cfg, choice, rows)
+    if choice.merge:
+        rows = keyed_state(rows, choice.merge_keys)
     partition_by = cfg.list("sink.partition.by")
-    claim = claim_generation(target, app_id, arrow_schema(rows.schema), partition_by)
+    claim = claim_generation(target, app_id, arrow_schema(table_columns(rows).schema), partition_by)
     log.info("reprocessing %d records of %s from %s to %s into %s (%s, generation %s, table version %d)", records,
              ",".join(topics), to_json(starts), to_json(ends), target, mode, claim.generation, claim.table_version)
-    writer = rows.write.format("pylog-delta").mode("overwrite").options(**writer_options(
-        target, app_id, partition_by=partition_by, merge_schema=True, generation=claim.generation, batch_id=0,
-        read_version=claim.table_version, offsets=ends, topic_ids=live.topic_ids))
     with BatchProgress(spark, "reprocessing", records):
-        writer.save()
+        if choice.delta_spark:
+            commit_with_delta_spark(spark, rows, SparkBatch(
+                target, app_id, 0, claim.generation or 0, ends, dict(live.topic_ids), partition_by, True, "overwrite",
+                read_version=claim.table_version))
+        else:
+            rows.write.format("pylog-delta").mode("overwrite").options(**writer_options(
+                target, app_id, partition_by=partition_by, merge_schema=True, generation=claim.generation, batch_id=0,
+                read_version=claim.table_version, offsets=ends, topic_ids=live.topic_ids)).save()
     log.info("rebuilt %s up to offsets %s", target, to_json(ends))
     return 0

@@ -7,18 +7,23 @@ from __future__ import annotations
 
 from typing import Any
 
+from connectors.keyed_merge import TOMBSTONE
 
-def table_rows(df: Any, value_schema: str | None) -> Any:
-    """Map a `pylog` source DataFrame to the table's rows (a DataFrame, streaming or batch)."""
+
+def table_rows(df: Any, value_schema: str | None, tombstones: bool = False) -> Any:
+    """Map a `pylog` source DataFrame to the table's rows (a DataFrame, streaming or batch); with
+    `tombstones`, also the flag a keyed merge deletes by (connectors.keyed_merge.TOMBSTONE: a null value)."""
     from pyspark.sql import functions as F
 
     source_cols = [F.col("topic"), F.col("partition"), F.col("offset"), F.col("timestamp").alias("event_time"),
                    F.col("key").cast("string").alias("key")]
+    flag = [F.col("value").isNull().alias(TOMBSTONE)] if tombstones else []
     if value_schema:
         parsed = F.from_json(F.col("value").cast("string"), value_schema)
-        out = df.select(*source_cols, parsed.alias("data")).select("topic", "partition", "offset", "event_time", "key", "data.*")
+        out = (df.select(*source_cols, parsed.alias("data"), *flag)
+               .select("topic", "partition", "offset", "event_time", "key", "data.*", *([TOMBSTONE] if flag else [])))
     else:
-        out = df.select(*source_cols, F.col("value"))
+        out = df.select(*source_cols, F.col("value"), *flag)
     return out.withColumn("ingested_at", F.current_timestamp())
 
 

@@ -36,6 +36,11 @@ SINK = (
     Setting("sink.app.id", "<job name>", "identity of this writer in the table (its offsets and batches)"),
     Setting("sink.partition.by", None, "comma-separated columns to partition the table by"),
     Setting("sink.merge.schema", "false", "true: add new value columns to the table as nullable columns"),
+    Setting("sink.engine", "delta-rs", "delta-rs: the pylog-delta sink | delta-spark: Spark's own Delta engine writes "
+            "each batch (one commit with the same offsets and markers; either engine resumes the other's table)"),
+    Setting("sink.mode", "append", "append | merge: upsert each batch by sink.merge.key (each key's latest record "
+            "in the batch wins; a record with a null value deletes its key); merge needs sink.engine=delta-spark"),
+    Setting("sink.merge.key", None, "for sink.mode=merge: comma-separated columns that identify a row, e.g. key"),
     Setting("value.schema", None, "DDL schema of JSON values, e.g. 'id string, amount double'; empty keeps raw bytes"),
     Setting("group.mirror", None, "consumer group that mirrors the table's offsets, so lag tools see them"),
 )

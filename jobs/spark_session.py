@@ -6,8 +6,9 @@ installed). Spark and py4j log at WARN unless `spark.log.level` says otherwise.
 
 `with_delta_spark(builder)` puts delta-spark, Spark's own Delta engine, on a session: its jars (fetched
 from Maven Central by the Makefile into .cache/jars/delta-spark, see jvm/delta-spark.xml), Delta's SQL
-extension and catalog. Jobs that need it pass `delta_spark=True` to build_session; tests use the same
-function. Both settings are static: they must be on the builder before the first session of the JVM.
+extension and catalog. Jobs that need it pass `delta_spark=True` to build_session (on a local master
+with DELTA_SPARK_LOCAL_DEFAULTS unless set); tests use the same function. Both settings are static:
+they must be on the builder before the first session of the JVM.
 """
 from __future__ import annotations
 
@@ -23,6 +24,9 @@ from jobs.signals import STOPPER, shield_spark_jvm
 REPO = Path(__file__).resolve().parents[1]
 LOG4J = REPO / "conf" / "log4j2.properties"
 DELTA_SPARK_JARS = REPO / ".cache" / "jars" / "delta-spark"
+# delta-spark on a small local table: snapshots in a few partitions, file listings in a few tasks
+DELTA_SPARK_LOCAL_DEFAULTS = {"spark.databricks.delta.snapshotPartitions": "4",
+                              "spark.sql.sources.parallelPartitionDiscovery.parallelism": "8"}
 DELTA_SPARK_CONF = {
     "spark.sql.extensions": "io.delta.sql.DeltaSparkSessionExtension",
     "spark.sql.catalog.spark_catalog": "org.apache.spark.sql.delta.catalog.DeltaCatalog",
@@ -82,6 +86,10 @@ def build_session(cfg: JobConfig, app_name: str, *, delta_spark: bool = False) -
             b = b.config(k, v)
     if delta_spark:
         b = with_delta_spark(b, extra_jars=cfg.get("spark.jars"), extra_extensions=cfg.get("spark.sql.extensions"))
+        if cfg.get("spark.master", "local[2]").startswith("local"):
+            for k, v in DELTA_SPARK_LOCAL_DEFAULTS.items():
+                if cfg.get(k) is None:
+                    b = b.config(k, v)
     from connectors.delta_sink import DeltaSinkDataSource
     from sparklog import register
 

@@ -4,7 +4,9 @@ Settings (conf/jobs/stream_to_delta.properties): source.bootstrap.servers, sourc
 source.starting.offsets (earliest|latest|JSON), source.max.offsets.per.trigger, sink.table.path,
 sink.checkpoint.location, sink.app.id, trigger (available-now | processing-time=<interval>),
 value.schema (a DDL string; empty keeps raw bytes), sink.partition.by, sink.merge.schema,
-group.mirror (a consumer group that mirrors the table's offsets so lag tools see them).
+group.mirror (a consumer group that mirrors the table's offsets so lag tools see them), sink.engine
+(delta-rs: the pylog-delta sink; delta-spark: each micro-batch through foreachBatch into one delta-spark
+commit, jobs.sink_engine), sink.mode and sink.merge.key (merge: upserts and deletes by key).
 
 Restarts: the real checkpoint is `<sink.checkpoint.location>/gen-<g>`, where g is the table's
 generation for this app. When that directory is gone (lost checkpoint, the table rebuilt by
@@ -32,6 +34,7 @@ from jobs.config import JobConfig
 from jobs.errors import JobFailed, root_cause
 from jobs.rows import source_options, table_rows
 from jobs.signals import STOPPER
+from jobs.sink_engine import DeltaSparkStreamWriter, check_keys, sink_choice, table_columns
 from jobs.spark_session import build_session
 from sparklog.offsets import PartitionOffsets, from_offset_dict, to_json
 from sparklog.planner import backlog
@@ -101,9 +104,11 @@ def run(cfg: JobConfig) -> int:
     trigger = cfg.trigger()
     options = source_options(cfg)
     partition_by = cfg.list("sink.partition.by")
-    spark = build_session(cfg, f"pylog stream_to_delta {app_id}")
-    schema = table_rows(spark.readStream.format("pylog").options(**options).load(), cfg.get("value.schema")).schema
-    plan = plan_generation(cfg, table, app_id, arrow_schema(schema), partition_by)
+    choice = sink_choice(cfg)
+    spark = build_session(cfg, f"pylog stream_to_delta {app_id}", delta_spark=choice.delta_spark)
+    probe = table_rows(spark.readStream.format("pylog").options(**options).load(), cfg.get("value.schema"), choice.merge)
+    check_keys(cfg, choice, probe)
+    plan = plan_generation(cfg, table, app_id, arrow_schema(table_columns(probe).schema), partition_by)
     log.info("app %s generation %d, checkpoint %s, starting offsets %s", app_id, plan.generation, plan.checkpoint,
              plan.starting_offsets or "from the checkpoint")
     reader = spark.readStream.format("pylog").options(**options)
@@ -111,12 +116,18 @@ def run(cfg: JobConfig) -> int:
         reader = reader.option("startingOffsets", plan.starting_offsets)
     if cfg.get("source.max.offsets.per.trigger"):
         reader = reader.option("maxOffsetsPerTrigger", cfg.require("source.max.offsets.per.trigger"))
-    rows = table_rows(reader.load(), cfg.get("value.schema"))
-    query = (rows.writeStream.format("pylog-delta")
-             .options(**writer_options(table, app_id, partition_by=partition_by,
-                                       merge_schema=cfg.bool("sink.merge.schema", False),
-                                       generation=plan.generation, checkpoint=str(plan.checkpoint)))
-             .trigger(**trigger).start())
+    rows = table_rows(reader.load(), cfg.get("value.schema"), choice.merge)
+    merge_schema = cfg.bool("sink.merge.schema", False)
+    if choice.delta_spark:
+        writer = DeltaSparkStreamWriter(table, app_id, plan.generation, str(plan.checkpoint), choice, partition_by,
+                                        merge_schema)
+        query = (rows.writeStream.foreachBatch(writer).option("checkpointLocation", str(plan.checkpoint))
+                 .trigger(**trigger).start())
+    else:
+        query = (rows.writeStream.format("pylog-delta")
+                 .options(**writer_options(table, app_id, partition_by=partition_by, merge_schema=merge_schema,
+                                           generation=plan.generation, checkpoint=str(plan.checkpoint)))
+                 .trigger(**trigger).start())
     return _supervise(query, _ProgressLogger(OffsetManager(table, app_id), cfg.require("source.bootstrap.servers"),
                                              cfg.get("group.mirror")))
 

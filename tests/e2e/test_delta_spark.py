@@ -13,6 +13,9 @@
   log cleanup (before pylog read V2 checkpoints, a V2 checkpoint made every app's state read as empty),
   and `pylog job reprocess --set reprocess.from=version:V` reads a retained version's.
 - `pylog job maintain` compacts, vacuums and checkpoints a table and reports every app's offsets unchanged.
+- The delta-spark engine (sink.engine=delta-spark) stores the same txns as delta-rs, so either engine resumes
+  and skips the other's batches; its keyed merge keeps each key's latest record, deletes tombstoned keys and
+  skips a replayed batch.
 
 The module shares the run's one SparkSession (tests/e2e/conftest.py builds it with
 jobs.spark_session.with_delta_spark) and one pylog broker. Log cleanup deletes only commit files older
@@ -452,3 +455,77 @@ def test_maintain_job_compacts_vacuums_checkpoints_and_reports_unchanged_offsets
     assert len(_keys(delta, table)) == rows
     on_disk = {f.name for f in table.rglob("*.parquet") if "_delta_log" not in f.parts}
     assert len(on_disk) == 1, "VACUUM RETAIN 0 HOURS left only the compacted file"
+
+
+# ---- 4. delta-spark as the sink's engine: the same offsets model, and keyed merges --------------------------
+
+KEYED_DDL = "topic string, partition int, offset long, key string, value string, _pylog_tombstone boolean"
+
+
+def _keyed(spark: Any, records: list[tuple[int, str, str | None]]) -> Any:
+    """t-0 records (offset, key, value; None: a tombstone) as the jobs' rows with the tombstone flag."""
+    return spark.createDataFrame([("t", 0, o, k, v, v is None) for o, k, v in records], KEYED_DDL)
+
+
+def test_the_delta_spark_engine_stores_the_same_offsets_and_either_engine_resumes_the_other(delta, tmp_path):
+    from connectors.delta_spark_commit import SparkBatch, commit_with_delta_spark
+    from connectors.errors import FencedError
+
+    table = tmp_path / "mixed"
+    assert commit_rows(table, "app", 0, 0, 10, topic_ids={"t": "id-1"})                        # delta-rs
+    state_rs = app_state(str(table), "app")
+    assert commit_with_delta_spark(delta, _rows(delta, 10, 10), SparkBatch(                     # delta-spark
+        str(table), "app", 1, end_offsets={("t", 0): 20}, topic_ids={"t": "id-1"}))
+    state = app_state(str(table), "app")
+    assert (state.offsets, state.topic_ids, state.last_batch, state.generation) == (
+        {("t", 0): 20}, {"t": "id-1"}, 1, 0), "the same txns as delta-rs writes, read by the same reader"
+    assert DeltaTable(str(table)).transaction_version("app") == 1, "delta-rs sees delta-spark's marker"
+    assert state_rs.offsets == {("t", 0): 10}
+    version = DeltaTable(str(table)).version()
+    # a replay is skipped by either engine, whichever wrote the batch
+    assert not commit_with_delta_spark(delta, _rows(delta, 10, 10), SparkBatch(
+        str(table), "app", 1, end_offsets={("t", 0): 20}))
+    assert not commit_with_delta_spark(delta, _rows(delta, 0, 10), SparkBatch(
+        str(table), "app", 0, end_offsets={("t", 0): 10}))
+    assert not commit_rows(table, "app", 1, 10, 10)
+    assert DeltaTable(str(table)).version() == version
+    assert commit_rows(table, "app", 2, 20, 5)                                                  # delta-rs resumes
+    assert _keys(delta, table) == [("t", 0, i) for i in range(25)]
+    # a newer generation fences the delta-spark engine too, nothing committed
+    claim_generation(str(table), "app", SCHEMA)
+    version = DeltaTable(str(table)).version()
+    with pytest.raises(FencedError, match="generation 0 was superseded by generation 1"):
+        commit_with_delta_spark(delta, _rows(delta, 25, 5), SparkBatch(str(table), "app", 3,
+                                                                       end_offsets={("t", 0): 30}))
+    assert DeltaTable(str(table)).version() == version
+    history = DeltaTable(str(table)).history()
+    tags = [h["tags"] for h in history if (h.get("tags") or {}).get("pylog.engine") == "delta-spark"]
+    assert [t["pylog.batchId"] for t in tags] == ["1"] and tags[0]["pylog.offsets"] == '{"t":{"0":20}}'
+
+
+def test_a_merge_keeps_each_keys_latest_record_deletes_tombstoned_keys_and_applies_once(delta, tmp_path):
+    from connectors.delta_spark_commit import SparkBatch, commit_with_delta_spark
+
+    table = tmp_path / "keyed"
+
+    def merge(batch: int, end: int, records: list[tuple[int, str, str | None]]) -> bool:
+        return commit_with_delta_spark(delta, _keyed(delta, records), SparkBatch(
+            str(table), "cdc", batch, end_offsets={("t", 0): end}, mode="merge", merge_keys=["key"]))
+
+    def state() -> dict[str, tuple[str, int]]:
+        rows = delta.read.format("delta").load(str(table)).collect()
+        assert len(rows) == len({r.key for r in rows}), "no key twice"
+        return {r.key: (r.value, r.offset) for r in rows}
+
+    # within a batch the latest offset wins, whatever the order the rows come in
+    assert merge(0, 5, [(2, "a", "a2"), (0, "a", "a0"), (1, "b", "b1"), (3, "c", "c3"), (4, "b", None)])
+    assert state() == {"a": ("a2", 2), "c": ("c3", 3)}, "b's tombstone is its latest record: not inserted"
+    assert merge(1, 9, [(5, "a", None), (6, "c", "c6"), (7, "d", "d7"), (8, "d", "d8")])
+    after = state()
+    assert after == {"c": ("c6", 6), "d": ("d8", 8)}
+    assert not merge(1, 9, [(5, "a", "replayed"), (6, "c", "replayed")]), "a replayed batch is skipped"
+    assert state() == after
+    assert app_state(str(table), "cdc").offsets == {("t", 0): 9}
+    # a later upsert of a deleted key brings it back; other files' rows stay untouched
+    assert merge(2, 10, [(9, "a", "a9")])
+    assert state() == {"a": ("a9", 9), "c": ("c6", 6), "d": ("d8", 8)}

@@ -1,10 +1,15 @@
 """The jobs into Delta, exactly once: kill loops, a lost checkpoint, reprocessing from a timestamp.
 
+The stream kill loops run with `pylog job maintain` beside them; on pylog's broker the runs alternate
+between the delta-rs and delta-spark engines, and a delta-spark merge stream has its own kill loop.
+
 Each job runs as a real `pylog job ...` process (its own Spark driver JVM) against a real broker;
 kills are SIGKILL to the job's whole process group. These are the suite's deliberate slow cases.
 """
 from __future__ import annotations
 
+import contextlib
+import json
 import random
 import shutil
 import signal
@@ -14,8 +19,18 @@ from pathlib import Path
 import pytest
 from deltalake import DeltaTable
 
+from connectors.offset_manager import OffsetManager, end_offsets
+
 from tests.support.clients import create_topic
-from tests.support.jobs import assert_exactly_once, finish, kill, produce_events, run_job, table_versions
+from tests.support.jobs import (
+    MaintainBeside,
+    assert_exactly_once,
+    finish,
+    kill,
+    produce_events,
+    run_job,
+    table_versions,
+)
 from peers.kafka import KafkaBroker
 
 pytestmark = [pytest.mark.slow, pytest.mark.timeout(900)]
@@ -39,37 +54,53 @@ def any_broker(request, broker_factory, tmp_path):
 
 
 def test_stream_to_delta_survives_a_kill_loop_exactly_once(any_broker, tmp_path):
+    """On pylog's broker the runs alternate between the two engines (delta-spark first, so the restart after the
+    fault is delta-rs replaying a batch delta-spark committed), with `pylog job maintain` running beside them."""
     pylog_broker = any_broker
+    on_kafka = isinstance(any_broker, KafkaBroker)
     create_topic(pylog_broker.bootstrap, "events", partitions=3)
     total = 4000
     produce_events(pylog_broker.bootstrap, "events", 0, total)
     settings = _stream_settings(pylog_broker.bootstrap, tmp_path)
+    engines = ["delta-rs"] if on_kafka else ["delta-spark", "delta-rs"]
+    runs = 0
+
+    def start(env: dict[str, str] | None = None):
+        nonlocal runs
+        runs += 1
+        return run_job("stream_to_delta", {**settings, "sink.engine": engines[(runs - 1) % len(engines)]}, env=env)
+
     table = tmp_path / "table"
     rnd = random.Random(7)
-    # 1: killed right after the Delta commit of batch 1, before Spark's own commit of it
-    proc = run_job("stream_to_delta", settings, env={"PYLOG_FAULT_KILL_AFTER_DELTA_COMMIT": "1"})
-    proc.communicate(timeout=240)
-    assert proc.returncode == -signal.SIGKILL, "the fault killed the job right after the Delta commit of batch 1"
-    kills = 1
-    # 2..6 (2..3 on Apache Kafka, whose run is the same code on another broker): killed at random
-    # moments once the job has made progress
-    wanted = 3 if isinstance(any_broker, KafkaBroker) else 6
-    while kills < wanted:
-        before = table_versions(table)
-        proc = run_job("stream_to_delta", settings)
-        deadline = time.monotonic() + 180
-        while proc.poll() is None and table_versions(table) <= before and time.monotonic() < deadline:
-            time.sleep(0.1)
-        time.sleep(rnd.uniform(0.0, 2.0))
-        if proc.poll() is None:
-            kill(proc)
-            kills += 1
-        else:
-            proc.communicate()
-            produce_events(pylog_broker.bootstrap, "events", total, 500)  # it finished: give the next run work
-            total += 500
-    finish(run_job("stream_to_delta", settings))
+    with contextlib.nullcontext() if on_kafka else MaintainBeside(table) as maintain:
+        # 1: killed right after the Delta commit of batch 1, before Spark's own commit of it
+        proc = start(env={"PYLOG_FAULT_KILL_AFTER_DELTA_COMMIT": "1"})
+        proc.communicate(timeout=240)
+        assert proc.returncode == -signal.SIGKILL, "the fault killed the job right after the Delta commit of batch 1"
+        kills = 1
+        # 2..6 (2..3 on Apache Kafka, whose run is the same code on another broker): killed at random
+        # moments once the job has made progress
+        wanted = 3 if on_kafka else 6
+        while kills < wanted:
+            before = table_versions(table)
+            proc = start()
+            deadline = time.monotonic() + 180
+            while proc.poll() is None and table_versions(table) <= before and time.monotonic() < deadline:
+                time.sleep(0.1)
+            time.sleep(rnd.uniform(0.0, 2.0))
+            if proc.poll() is None:
+                kill(proc)
+                kills += 1
+            else:
+                proc.communicate()
+                produce_events(pylog_broker.bootstrap, "events", total, 500)  # it finished: give the next run work
+                total += 500
+        finish(start())
     assert_exactly_once(table, "kill-loop", pylog_broker.bootstrap, "events", total)
+    if maintain is not None:
+        assert maintain.succeeded() == 1, "maintenance ran beside the stream"
+        assert "delta-spark" in {h.get("pylog.engine") or (h.get("tags") or {}).get("pylog.engine")
+                                 for h in DeltaTable(str(table)).history()}, "delta-spark committed batches"
 
 
 def test_batch_load_survives_a_kill_loop_and_a_rerun_is_a_no_op(pylog_broker, tmp_path):
@@ -118,3 +149,66 @@ def test_reprocess_from_a_timestamp_rebuilds_exactly_the_later_records(pylog_bro
     finish(run_job("reprocess", settings))
     t = DeltaTable(str(tmp_path / "rebuilt")).to_pyarrow_table(columns=["ts"])
     assert sorted(t.column("ts").to_pylist()) == list(range(600, 1000))
+
+
+def _produce_keyed(bootstrap: str, topic: str, start: int, count: int) -> list[tuple[str, str | None]]:
+    """Records i = start.. with 60 keys, every 7th a tombstone (null value); returns (key, event id or None)."""
+    from confluent_kafka import Producer
+
+    p = Producer({"bootstrap.servers": bootstrap, "linger.ms": 5, "enable.idempotence": True})
+    out: list[tuple[str, str | None]] = []
+    for i in range(start, start + count):
+        key, value = f"k{i % 60}", None if i % 7 == 3 else json.dumps({"event_id": str(i)})
+        p.produce(topic, key=key.encode(), value=None if value is None else value.encode())
+        out.append((key, None if value is None else str(i)))
+    assert p.flush(30) == 0
+    return out
+
+
+def test_delta_spark_merge_stream_survives_a_kill_loop_beside_maintenance(pylog_broker, tmp_path):
+    """sink.engine=delta-spark, sink.mode=merge: the table ends as the keyed state (each key's latest record,
+    tombstoned keys gone, no key twice), and no batch was applied twice (one commit per batch id), across a
+    kill right after a commit, two random kills and `pylog job maintain` running beside the stream."""
+    create_topic(pylog_broker.bootstrap, "events", partitions=2)
+    produced = _produce_keyed(pylog_broker.bootstrap, "events", 0, 900)
+    settings = _stream_settings(pylog_broker.bootstrap, tmp_path, **{
+        "sink.app.id": "cdc", "sink.engine": "delta-spark", "sink.mode": "merge", "sink.merge.key": "key",
+        "value.schema": "event_id string", "source.max.offsets.per.trigger": 300})
+    table = tmp_path / "table"
+    rnd = random.Random(13)
+    with MaintainBeside(table) as maintain:
+        proc = run_job("stream_to_delta", settings, env={"PYLOG_FAULT_KILL_AFTER_DELTA_COMMIT": "1"})
+        proc.communicate(timeout=240)
+        assert proc.returncode == -signal.SIGKILL, "the fault killed the job right after the Delta commit of batch 1"
+        kills = 1
+        while kills < 3:
+            before = table_versions(table)
+            proc = run_job("stream_to_delta", settings)
+            deadline = time.monotonic() + 180
+            while proc.poll() is None and table_versions(table) <= before and time.monotonic() < deadline:
+                time.sleep(0.1)
+            time.sleep(rnd.uniform(0.0, 1.5))
+            if proc.poll() is None:
+                kill(proc)
+                kills += 1
+            else:
+                proc.communicate()
+                produced += _produce_keyed(pylog_broker.bootstrap, "events", len(produced), 300)
+        out = finish(run_job("stream_to_delta", settings))
+    expected: dict[str, str] = {}
+    for key, event in produced:
+        if event is None:
+            expected.pop(key, None)
+        else:
+            expected[key] = event
+    t = DeltaTable(str(table)).to_pyarrow_table(columns=["key", "event_id"])
+    keys = t.column("key").to_pylist()
+    assert len(keys) == len(set(keys)), "no key twice"
+    assert dict(zip(keys, t.column("event_id").to_pylist())) == expected
+    assert OffsetManager(str(table), "cdc").committed() == end_offsets(pylog_broker.bootstrap, ["events"])
+    batches = [(h["tags"]["pylog.generation"], h["tags"]["pylog.batchId"]) for h in DeltaTable(str(table)).history()
+               if (h.get("tags") or {}).get("pylog.appId") == "cdc"]
+    assert sorted(batches, key=lambda b: int(b[1])) == [("0", str(b)) for b in range(len(batches))], \
+        "every batch committed exactly once, none missing (the replays after the kills were skipped)"
+    assert len(batches) >= 3
+    assert maintain.succeeded() == 1, "maintenance ran beside the stream"

@@ -81,3 +81,45 @@ def event_ids(table: Path) -> list[int]:
         return sorted(int(v) for v in dt.to_pyarrow_table(columns=["event_id"]).column("event_id").to_pylist())
     t = dt.to_pyarrow_table(columns=["value"])
     return sorted(int(json.loads(v)["event_id"]) for v in t.column("value").to_pylist())
+
+
+class MaintainBeside:
+    """`pylog job maintain` run `max_runs` times, one after the other, on a table while a test's jobs write it
+    (a thread; each run a real process, started once the table exists). VACUUM keeps its default retention:
+    files a running writer has not committed yet stay."""
+
+    def __init__(self, table: Path, max_runs: int = 1, pause_s: float = 1.0) -> None:
+        import threading
+
+        self.table, self.max_runs, self.pause_s = table, max_runs, pause_s
+        self.runs: list[tuple[int, str]] = []   # (exit code, output) of each finished run
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._loop, name="maintain-beside", daemon=True)
+
+    def _loop(self) -> None:
+        while not self._stop.is_set() and len(self.runs) < self.max_runs:
+            if not (self.table / "_delta_log").exists():
+                self._stop.wait(0.5)
+                continue
+            proc = run_job("maintain", {"sink.table.path": self.table})
+            while proc.poll() is None and not self._stop.is_set():
+                self._stop.wait(0.2)
+            if proc.poll() is None:   # the test is done: this run is not counted
+                kill(proc)
+                return
+            self.runs.append((proc.returncode, proc.communicate()[0]))
+            self._stop.wait(self.pause_s)
+
+    def __enter__(self) -> "MaintainBeside":
+        self._thread.start()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self._stop.set()
+        self._thread.join(60)
+
+    def succeeded(self) -> int:
+        """How many runs finished with exit code 0; a failed run fails the test with its output."""
+        for code, out in self.runs:
+            assert code == 0, f"pylog job maintain failed beside the writer:\n{out[-3000:]}"
+        return len(self.runs)
