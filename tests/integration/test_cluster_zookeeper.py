@@ -5,7 +5,6 @@ a controller frozen (SIGSTOP) past its session, which must not get a write throu
 Each test works under its own chroot, so they share one ZooKeeper."""
 from __future__ import annotations
 
-import itertools
 import json
 import os
 import signal
@@ -16,66 +15,17 @@ import time
 from pathlib import Path
 
 import pytest
-from kazoo.client import KazooClient
 
 from broker.cluster import zk_layout
 from broker.cluster.controller_election import ControllerElection, ControllerMovedError, ControllerToken
 from broker.cluster.membership import BrokerIdInUseError, BrokerMembership
 from broker.cluster.zk_client import ZkClient, ZooKeeperUnavailableError
 from broker.cluster.zk_layout import BrokerRegistration, PartitionState
-from broker.tools.local_zookeeper import LocalZooKeeper
+from tests.support.waiting import wait_for
 
 REPO = Path(__file__).resolve().parents[2]
-_chroots = itertools.count()
-
-
-@pytest.fixture(scope="module")
-def zookeeper(tmp_path_factory):
-    zk = LocalZooKeeper(tmp_path_factory.mktemp("zookeeper"))
-    zk.start()
-    yield zk
-    zk.stop()
-
-
-@pytest.fixture
-def connect(zookeeper):
-    """A connect string with a fresh chroot (created here, as a Kafka operator would)."""
-    chroot = f"/t{next(_chroots)}"
-    admin = KazooClient(hosts=zookeeper.connect)
-    admin.start()
-    admin.ensure_path(chroot)
-    admin.stop()
-    admin.close()
-    return zookeeper.connect + chroot
-
-
-@pytest.fixture
-def clients():
-    made: list[ZkClient] = []
-
-    def make(connect: str, session_ms: int = 4000) -> ZkClient:
-        zk = ZkClient(connect, session_timeout_ms=session_ms)
-        zk.start()
-        made.append(zk)
-        return zk
-
-    yield make
-    for zk in made:
-        zk.stop()
-
-
-def wait_for(predicate, timeout_s=15.0, what="condition"):
-    deadline = time.monotonic() + timeout_s
-    while time.monotonic() < deadline:
-        value = predicate()
-        if value:
-            return value
-        time.sleep(0.05)
-    raise AssertionError(f"timed out after {timeout_s}s waiting for {what}")
-
-
-def test_brokers_register_in_kafkas_layout_and_leave_the_live_set_with_their_session(connect, clients):
-    zk1, zk2, observer = clients(connect), clients(connect), clients(connect)
+def test_brokers_register_in_kafkas_layout_and_leave_the_live_set_with_their_session(zk_connect, zk_clients):
+    zk1, zk2, observer = zk_clients(zk_connect), zk_clients(zk_connect), zk_clients(zk_connect)
     BrokerMembership(zk1, BrokerRegistration(1, "127.0.0.1", 9001)).register()
     BrokerMembership(zk2, BrokerRegistration(2, "127.0.0.1", 9002)).register()
     seen: list[list[int]] = []
@@ -93,9 +43,9 @@ def test_brokers_register_in_kafkas_layout_and_leave_the_live_set_with_their_ses
     assert seen[-1] == [1] and [1, 2] in seen
 
 
-def test_a_second_live_broker_with_the_same_id_is_refused_naming_the_id(connect, clients):
-    BrokerMembership(clients(connect), BrokerRegistration(5, "127.0.0.1", 9005)).register()
-    other = clients(connect, session_ms=1000)
+def test_a_second_live_broker_with_the_same_id_is_refused_naming_the_id(zk_connect, zk_clients):
+    BrokerMembership(zk_clients(zk_connect), BrokerRegistration(5, "127.0.0.1", 9005)).register()
+    other = zk_clients(zk_connect, session_ms=1000)
     started = time.monotonic()
     with pytest.raises(BrokerIdInUseError, match="broker.id 5 is registered at /brokers/ids/5 by another live"):
         BrokerMembership(other, BrokerRegistration(5, "127.0.0.1", 9006)).register()
@@ -130,23 +80,23 @@ class Events:
         self.proc.wait()
 
 
-def test_a_broker_restarted_after_sigkill_reregisters_once_its_old_session_expires(connect, clients, tmp_path):
-    member = Events(_member(connect, 7, 2000, tmp_path / "member.err"))
+def test_a_broker_restarted_after_sigkill_reregisters_once_its_old_session_expires(zk_connect, zk_clients, tmp_path):
+    member = Events(_member(zk_connect, 7, 2000, tmp_path / "member.err"))
     try:
         wait_for(lambda: member.seen(event="registered"), what="member registered")
     finally:
         member.stop()                                    # SIGKILL: its session lingers for up to 2 s
-    zk = clients(connect, session_ms=2000)
+    zk = zk_clients(zk_connect, session_ms=2000)
     started = time.monotonic()
     BrokerMembership(zk, BrokerRegistration(7, "127.0.0.1", 9007)).register()
     assert time.monotonic() - started < 2000 / 1000 + 3
     assert zk.kazoo.get("/brokers/ids/7")[1].ephemeralOwner == zk.session_id
 
 
-def test_one_controller_is_elected_and_a_new_one_with_a_higher_epoch_when_it_goes(connect, clients):
+def test_one_controller_is_elected_and_a_new_one_with_a_higher_epoch_when_it_goes(zk_connect, zk_clients):
     elected: dict[int, list[ControllerToken]] = {1: [], 2: [], 3: []}
     elections = {}
-    zks = {b: clients(connect) for b in (1, 2, 3)}
+    zks = {b: zk_clients(zk_connect) for b in (1, 2, 3)}
     for b, zk in zks.items():
         elections[b] = ControllerElection(zk, b, on_elected=elected[b].append)
         elections[b].start()
@@ -177,10 +127,10 @@ def test_one_controller_is_elected_and_a_new_one_with_a_higher_epoch_when_it_goe
     assert PartitionState.decode("t", 0, data) == moved
 
 
-def test_a_controller_frozen_past_its_session_cannot_write_after_a_new_one_is_elected(connect, clients, tmp_path):
-    zk = clients(connect)
+def test_a_controller_frozen_past_its_session_cannot_write_after_a_new_one_is_elected(zk_connect, zk_clients, tmp_path):
+    zk = zk_clients(zk_connect)
     zk.kazoo.ensure_path("/pylog-test-fenced")
-    zombie = Events(_member(connect, 1, 1500, tmp_path / "zombie.err"))
+    zombie = Events(_member(zk_connect, 1, 1500, tmp_path / "zombie.err"))
     try:
         wait_for(lambda: zombie.seen(event="elected"), what="the member elected")
         wait_for(lambda: zombie.seen(event="write", ok=True), what="its first fenced write")
@@ -196,8 +146,10 @@ def test_a_controller_frozen_past_its_session_cannot_write_after_a_new_one_is_el
             wait_for(lambda: [e for e in zombie.lines[stopped_at:] if e.get("error") == "moved"],
                      what="the zombie's write refused for its epoch, once it has a session again")
         except AssertionError as e:
+            os.kill(zombie.proc.pid, signal.SIGUSR2)
+            time.sleep(0.5)
             raise AssertionError(f"{e}; events {zombie.lines[stopped_at:][:12]}; stderr "
-                                 f"{(tmp_path / 'zombie.err').read_text()[-1500:]}") from None
+                                 f"{(tmp_path / 'zombie.err').read_text()[-6000:]}") from None
         after = [e for e in zombie.lines[stopped_at:] if e["event"] == "write"]
         # a write may have been in flight at SIGSTOP; none succeeds once the rival has been elected
         assert not [e for e in after[1:] if e["ok"]]

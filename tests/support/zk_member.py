@@ -8,11 +8,13 @@ Usage: python -m tests.support.zk_member CONNECT BROKER_ID SESSION_TIMEOUT_MS
 """
 from __future__ import annotations
 
+import faulthandler
 import json
+import signal
 import sys
+import threading
 import time
 
-from kazoo.exceptions import KazooException
 
 from broker.cluster.controller_election import ControllerElection, ControllerMovedError, ControllerToken
 from broker.cluster.membership import BrokerMembership
@@ -20,11 +22,18 @@ from broker.cluster.zk_client import ZkClient
 from broker.cluster.zk_layout import BrokerRegistration
 
 
+_SAY = threading.Lock()
+
+
 def say(**event: object) -> None:
-    print(json.dumps(event), flush=True)
+    """One whole line per event: callbacks on kazoo's threads and the main loop print concurrently."""
+    with _SAY:
+        sys.stdout.write(json.dumps(event) + "\n")
+        sys.stdout.flush()
 
 
 def main() -> None:
+    faulthandler.register(signal.SIGUSR2, all_threads=True)     # a test that times out dumps our threads
     connect, broker_id, session_ms = sys.argv[1], int(sys.argv[2]), int(sys.argv[3])
     zk = ZkClient(connect, session_timeout_ms=session_ms)
     zk.start()
@@ -42,7 +51,7 @@ def main() -> None:
                 say(event="write", ok=True, epoch=first[0].epoch)
             except ControllerMovedError:
                 say(event="write", ok=False, epoch=first[0].epoch, error="moved")
-            except (KazooException, TimeoutError, Exception) as e:   # no session (frozen past it, reconnecting)
+            except Exception as e:     # noqa: BLE001 (no session: frozen past it, or reconnecting)
                 say(event="write", ok=False, epoch=first[0].epoch, error=type(e).__name__)
 
 

@@ -1,5 +1,5 @@
-"""Cluster mode's pure parts: Kafka's ZooKeeper JSON (broker/cluster/zk_layout.py) and Kafka's
-rack-unaware replica assignment (broker/cluster/assignment.py)."""
+"""Cluster mode's pure parts: Kafka's ZooKeeper JSON (broker/cluster/zk_layout.py), Kafka's
+rack-unaware replica assignment (assignment.py) and leader election rules (leader_election.py)."""
 from __future__ import annotations
 
 import json
@@ -11,6 +11,7 @@ import pytest
 
 from broker.cluster import zk_layout
 from broker.cluster.assignment import assign_replicas
+from broker.cluster.leader_election import NO_LEADER, initial_state, offline_leader, on_brokers_changed
 from broker.cluster.zk_layout import BrokerRegistration, PartitionState, TopicAssignment, ZkDataError
 from broker.errors import InvalidPartitionsError, InvalidReplicationFactorError
 
@@ -95,3 +96,32 @@ def test_topic_assignment_partition_state_and_config_round_trip_in_kafkas_format
     assert zk_layout.decode_controller_epoch(b"17") == 17
     path = "/isr_change_notification/isr_change_0000000001"
     assert zk_layout.decode_isr_change(path, zk_layout.encode_isr_change([("t", 0), ("u", 2)])) == [("t", 0), ("u", 2)]
+
+
+# ---------------------------------------------------------------- leader election (leader_election.py)
+
+
+def test_a_new_partition_is_led_by_its_first_live_replica_with_the_live_replicas_in_sync():
+    assert initial_state([3, 1, 2], {1, 2, 3}, 7) == PartitionState(3, 0, (3, 1, 2), 7)
+    assert initial_state([3, 1, 2], {1, 2}, 7) == PartitionState(1, 0, (1, 2), 7)
+    assert initial_state([3], set(), 7) == PartitionState(NO_LEADER, 0, (), 7)
+
+
+def test_offline_election_takes_the_first_live_isr_replica_and_unclean_only_when_allowed():
+    assert offline_leader([1, 2, 3], isr=[3, 2], live={2, 3}) == 2
+    assert offline_leader([1, 2, 3], isr=[1], live={2, 3}) == NO_LEADER
+    assert offline_leader([1, 2, 3], isr=[1], live={2, 3}, unclean=True) == 2
+
+
+def test_brokers_leaving_shrink_the_isr_move_the_leader_and_bump_the_epoch_once():
+    s = PartitionState(1, 4, (1, 2, 3), 2)
+    assert on_brokers_changed([1, 2, 3], s, {1, 2, 3}, 5) is s                       # nothing changed
+    assert on_brokers_changed([1, 2, 3], s, {1, 2}, 5) == PartitionState(1, 5, (1, 2), 5)   # follower out
+    assert on_brokers_changed([1, 2, 3], s, {2, 3}, 5) == PartitionState(2, 5, (2, 3), 5)   # leader out
+    # every ISR replica gone: no leader, the last leader stays in the ISR to be elected on return
+    gone = on_brokers_changed([1, 2, 3], s, set(), 5)
+    assert gone == PartitionState(NO_LEADER, 5, (1,), 5)
+    assert on_brokers_changed([1, 2, 3], gone, {2}, 6) is gone                      # 2 is not in sync
+    assert on_brokers_changed([1, 2, 3], gone, {1, 2}, 6) == PartitionState(1, 6, (1,), 6)
+    # unclean: an out-of-sync replica leads, and is then all that is in sync
+    assert on_brokers_changed([1, 2, 3], gone, {2}, 6, unclean=True) == PartitionState(2, 6, (2,), 6)

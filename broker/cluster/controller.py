@@ -1,0 +1,255 @@
+"""The controller's work while this broker holds the controller epoch: topics, partitions, leaders, ISR.
+
+Owns the partition states in ZooKeeper (`/brokers/topics/<t>/partitions/<p>/state`), as Kafka's
+ZooKeeper-mode controller (KafkaController) does:
+
+- a new topic, or new partitions of one (an assignment under `/brokers/topics` without states):
+  each partition gets its first live replica as leader and its live replicas as ISR, epoch 0;
+- a change of the live brokers (`/brokers/ids`): offline replicas leave the ISR, partitions whose
+  leader went elect one from the ISR (leader_election.py), a returning ISR replica leads a
+  partition that had no leader;
+- a deletion request (`/admin/delete_topics/<t>`): the topic's znodes and config go, then the request;
+- every write goes through `ControllerElection.commit_fenced` with the token this controller was
+  elected with, so a deposed controller writes nothing (ControllerMovedError ends its work);
+- ZooKeeper watches only enqueue events; one worker thread handles them in order (Kafka's single
+  controller event thread), so state is never changed by two handlers at once.
+
+`create_topic` is the admin side (any broker): it writes the assignment and config the controller
+then acts on, with Kafka's errors (TOPIC_ALREADY_EXISTS, INVALID_REPLICATION_FACTOR).
+"""
+from __future__ import annotations
+
+import logging
+import queue
+import threading
+import uuid
+from typing import Any, Callable, Mapping
+
+from kazoo.exceptions import NodeExistsError, NoNodeError
+from kazoo.recipe.watchers import ChildrenWatch, DataWatch
+
+from broker.cluster import zk_layout
+from broker.cluster.assignment import assign_replicas
+from broker.cluster.controller_election import ControllerElection, ControllerMovedError, ControllerToken
+from broker.cluster.leader_election import initial_state, on_brokers_changed
+from broker.cluster.zk_client import ZkClient
+from broker.cluster.zk_layout import PartitionState, TopicAssignment, ZkDataError
+from broker.errors import TopicAlreadyExistsError
+
+log = logging.getLogger(__name__)
+
+
+def create_topic(zk: ZkClient, topic: str, partitions: int, replication_factor: int, live_brokers: list[int],
+                 config: Mapping[str, str] | None = None) -> TopicAssignment:
+    """Write a new topic's assignment (Kafka's rack-unaware rule) and config; the controller does the rest."""
+    replicas = assign_replicas(live_brokers, partitions, replication_factor)
+    assignment = TopicAssignment(topic, replicas, uuid.uuid4())
+    tx = zk.kazoo.transaction()
+    if config:
+        tx.create(zk_layout.topic_config_path(topic), zk_layout.encode_topic_config(config))
+    tx.create(zk_layout.topic_path(topic), assignment.encode())
+    results = tx.commit()
+    if any(isinstance(r, NodeExistsError) for r in results):
+        raise TopicAlreadyExistsError(f"Topic '{topic}' already exists.")
+    failed = [r for r in results if isinstance(r, Exception)]
+    if failed:
+        raise failed[0]
+    return assignment
+
+
+def request_topic_deletion(zk: ZkClient, topic: str) -> None:
+    try:
+        zk.kazoo.create(zk_layout.delete_topic_path(topic), b"")
+    except NodeExistsError:
+        pass
+
+
+class ClusterController:
+    """Runs on the controller only: `start(token)` when elected, `stop()` when it resigns."""
+
+    def __init__(self, zk: ZkClient, election: ControllerElection, *, unclean_leader_election: bool = False) -> None:
+        self.zk = zk
+        self.election = election
+        self.unclean = unclean_leader_election
+        self._events: "queue.Queue[tuple[str, Any] | None]" = queue.Queue()
+        self._token: ControllerToken | None = None
+        self._live: set[int] = set()
+        self._assignments: dict[str, TopicAssignment] = {}
+        self._states: dict[tuple[str, int], PartitionState] = {}
+        self._watched: set[str] = set()   # topics with a data watch in this term
+        self._thread: threading.Thread | None = None
+        self._generation = 0          # watches of an earlier term stop themselves
+        self.handled = 0              # events handled (tests wait on it)
+
+    # ------------------------------------------------------------ lifecycle
+
+    def start(self, token: ControllerToken) -> None:
+        self._generation += 1
+        generation = self._generation
+        self._token = token
+        self._watched = set()
+        self._thread = threading.Thread(target=self._run, name=f"controller-epoch-{token.epoch}", daemon=True)
+        self._thread.start()
+        kazoo = self.zk.kazoo
+
+        def alive(handler: Callable[..., None]) -> Callable[..., bool]:
+            def watch(*args: Any) -> bool:
+                if generation != self._generation:
+                    return False          # a later term (or a resignation): stop watching
+                handler(*args)
+                return True
+            return watch
+
+        ChildrenWatch(kazoo, zk_layout.BROKER_IDS, alive(lambda ids: self._events.put(("brokers", ids))))
+        ChildrenWatch(kazoo, zk_layout.TOPICS, alive(lambda topics: self._events.put(("topics", topics))))
+        ChildrenWatch(kazoo, zk_layout.DELETE_TOPICS, alive(lambda topics: self._events.put(("delete", topics))))
+
+    def stop(self) -> None:
+        self._generation += 1
+        self._token = None
+        self._events.put(None)
+
+    def wait_idle(self, timeout_s: float = 10.0) -> None:
+        """Block until every queued event has been handled (for tests and orderly shutdown)."""
+        done = threading.Event()
+        self._events.put(("barrier", done))
+        if not done.wait(timeout_s):
+            raise TimeoutError(f"controller events still pending after {timeout_s}s")
+
+    # ------------------------------------------------------------ the event thread
+
+    def _run(self) -> None:
+        while True:
+            event = self._events.get()
+            if event is None or self._token is None:
+                return
+            kind, arg = event
+            try:
+                getattr(self, f"_on_{kind}")(arg)
+            except ControllerMovedError as e:
+                log.warning("%s; this broker stops acting as controller", e)
+                self._token = None
+                return
+            except Exception:   # noqa: BLE001 (one bad event must not stop the controller)
+                log.exception("controller event %s failed", kind)
+            self.handled += 1
+
+    def _on_barrier(self, done: threading.Event) -> None:
+        done.set()
+
+    def _on_brokers(self, ids: list[str]) -> None:
+        live = {int(i) for i in ids if i.isdigit()}
+        if live == self._live:
+            return
+        log.info("live brokers: %s (were %s)", sorted(live), sorted(self._live))
+        self._live = live
+        self._update_partitions(list(self._assignments))
+
+    def _on_topics(self, topics: list[str]) -> None:
+        for topic in topics:
+            if topic not in self._watched:
+                self._watched.add(topic)
+                DataWatch(self.zk.kazoo, zk_layout.topic_path(topic), self._topic_watch(topic, self._generation))
+        for topic in list(self._watched):
+            if topic not in topics:
+                self._watched.discard(topic)
+                self._assignments.pop(topic, None)
+                for key in [k for k in self._states if k[0] == topic]:
+                    del self._states[key]
+
+    def _topic_watch(self, topic: str, generation: int) -> Callable[[bytes | None, Any], bool]:
+        def watch(data: bytes | None, stat: Any) -> bool:
+            if generation != self._generation or stat is None:
+                return False
+            self._events.put(("assignment", (topic, data)))
+            return True
+        return watch
+
+    def _on_assignment(self, arg: tuple[str, bytes | None]) -> None:
+        topic, data = arg
+        if topic not in self._watched or not self.zk.kazoo.exists(zk_layout.topic_path(topic)):
+            return                        # deleted since the watch fired
+        try:
+            assignment = TopicAssignment.decode(topic, data)
+        except ZkDataError as e:
+            log.error("%s", e)
+            return
+        self._assignments[topic] = assignment
+        self._update_partitions([topic])
+
+    def _on_delete(self, topics: list[str]) -> None:
+        kazoo = self.zk.kazoo
+        for topic in topics:
+            paths = [zk_layout.topic_path(topic), zk_layout.topic_config_path(topic)]
+            for path in paths:
+                try:
+                    kazoo.delete(path, recursive=True)
+                except NoNodeError:
+                    pass
+            self._assignments.pop(topic, None)
+            self._watched.discard(topic)
+            for key in [k for k in self._states if k[0] == topic]:
+                del self._states[key]
+            try:
+                kazoo.delete(zk_layout.delete_topic_path(topic))
+            except NoNodeError:
+                pass
+            log.info("topic %s deleted", topic)
+
+    # ------------------------------------------------------------ partition states
+
+    def _update_partitions(self, topics: list[str]) -> None:
+        """Bring every partition of `topics` in line with the live brokers, in one fenced write per topic."""
+        token = self._token
+        if token is None:
+            return
+        kazoo = self.zk.kazoo
+        for topic in topics:
+            assignment = self._assignments.get(topic)
+            if assignment is None:
+                continue
+            creates: list[tuple[int, PartitionState]] = []
+            updates: list[tuple[int, PartitionState, int]] = []
+            for p, replicas in sorted(assignment.partitions.items()):
+                path = zk_layout.partition_state_path(topic, p)
+                try:
+                    data, stat = kazoo.get(path)
+                    current = PartitionState.decode(topic, p, data)
+                except NoNodeError:
+                    creates.append((p, initial_state(replicas, self._live, token.epoch)))
+                    continue
+                new = on_brokers_changed(replicas, current, self._live, token.epoch, self.unclean)
+                self._states[(topic, p)] = current
+                if new != current:
+                    updates.append((p, new, stat.version))
+            if not creates and not updates:
+                continue
+
+            base = f"{zk_layout.TOPICS}/{topic}/partitions"
+            parents = ([base] if creates and not kazoo.exists(base) else []) + [
+                f"{base}/{p}" for p, _ in creates if not kazoo.exists(f"{base}/{p}")]
+
+            def build(tx: Any) -> None:
+                for parent in parents:
+                    tx.create(parent, b"")
+                for p, state in creates:
+                    tx.create(zk_layout.partition_state_path(topic, p), state.encode())
+                for p, state, version in updates:
+                    tx.set_data(zk_layout.partition_state_path(topic, p), state.encode(), version)
+
+            try:
+                self.election.commit_fenced(token, build)
+            except NoNodeError:
+                if not kazoo.exists(zk_layout.topic_path(topic)):      # deleted meanwhile
+                    self._assignments.pop(topic, None)
+                    continue
+                raise
+            for p, state in creates:
+                self._states[(topic, p)] = state
+            for p, state, _ in updates:
+                self._states[(topic, p)] = state
+                log.info("%s-%d: leader %d, epoch %d, isr %s", topic, p, state.leader, state.leader_epoch,
+                         list(state.isr))
+
+    def states(self) -> dict[tuple[str, int], PartitionState]:
+        return dict(self._states)

@@ -1,0 +1,57 @@
+"""Partition leader election and ISR changes, pure: Kafka's rules (PartitionLeaderElectionAlgorithms).
+
+Owns how a partition's `PartitionState` changes when brokers come and go, with no I/O:
+
+- offline election (the leader is gone, or the partition has none): the first replica in
+  assignment order that is live and in the ISR; with `unclean.leader.election.enable`, failing
+  that, the first live replica (acknowledged records may be lost, as Kafka warns);
+- a replica going offline leaves the ISR, except the last member, which stays so that it can be
+  elected when it returns (Kafka's rule, so that no un-replicated leader is chosen);
+- every change of leader or ISR made by the controller increments the leader epoch (once per
+  change, however many brokers it covers), and carries the controller's epoch.
+
+Preferred-leader and controlled-shutdown elections come with the broker's cluster mode.
+"""
+from __future__ import annotations
+
+from typing import Collection, Sequence
+
+from broker.cluster.zk_layout import PartitionState
+
+NO_LEADER = -1
+
+
+def initial_state(replicas: Sequence[int], live: Collection[int], controller_epoch: int) -> PartitionState:
+    """A new partition: the first live replica leads, the live replicas are the ISR (Kafka's NewPartition)."""
+    isr = tuple(r for r in replicas if r in live)
+    return PartitionState(isr[0] if isr else NO_LEADER, 0, isr, controller_epoch)
+
+
+def offline_leader(replicas: Sequence[int], isr: Collection[int], live: Collection[int],
+                   unclean: bool = False) -> int:
+    """The first live ISR replica in assignment order; with `unclean`, else the first live replica."""
+    for r in replicas:
+        if r in live and r in isr:
+            return r
+    if unclean:
+        for r in replicas:
+            if r in live:
+                return r
+    return NO_LEADER
+
+
+def on_brokers_changed(replicas: Sequence[int], state: PartitionState, live: Collection[int],
+                       controller_epoch: int, unclean: bool = False) -> PartitionState:
+    """The partition's state once the live brokers are `live`: offline replicas leave the ISR (the last
+    member stays), and a partition without a live leader elects one. `state` itself when nothing changes."""
+    isr = tuple(r for r in state.isr if r in live)
+    leader = state.leader if state.leader in live else NO_LEADER
+    if leader == NO_LEADER:
+        leader = offline_leader(replicas, isr, live, unclean)
+        if leader != NO_LEADER and leader not in isr:      # unclean: the new leader is all that is in sync
+            isr = (leader,)
+    if not isr and state.isr:
+        isr = (state.leader if state.leader in state.isr else state.isr[0],)
+    if (leader, isr) == (state.leader, state.isr):
+        return state
+    return PartitionState(leader, state.leader_epoch + 1, isr, controller_epoch)

@@ -1,0 +1,136 @@
+"""The controller's work against a real ZooKeeper (broker/cluster/controller.py): partition states
+for new topics and partitions, leader election and ISR shrink when brokers go, a returning ISR
+replica leading an offline partition, topic deletion, a controller failover that carries on with a
+higher controller epoch, and Kafka's replication-factor error. Brokers here are registrations only
+(cluster mode's broker side comes next)."""
+from __future__ import annotations
+
+from typing import Callable
+
+import pytest
+
+from broker.cluster import zk_layout
+from broker.cluster.controller import ClusterController, create_topic, request_topic_deletion
+from broker.cluster.controller_election import ControllerElection
+from broker.cluster.membership import BrokerMembership
+from broker.cluster.zk_client import ZkClient
+from broker.cluster.zk_layout import BrokerRegistration, PartitionState, TopicAssignment
+from broker.errors import InvalidReplicationFactorError, TopicAlreadyExistsError
+from tests.support.waiting import wait_for
+
+
+class Member:
+    """A registered broker id with its own session; `controller` runs if it wins the election."""
+
+    def __init__(self, make: Callable[..., ZkClient], connect: str, broker_id: int) -> None:
+        self.broker_id = broker_id
+        self.zk = make(connect)
+        BrokerMembership(self.zk, BrokerRegistration(broker_id, "127.0.0.1", 9000 + broker_id)).register()
+        self.election = ControllerElection(self.zk, broker_id, on_elected=self._elected, on_resigned=self._resigned)
+        self.controller = ClusterController(self.zk, self.election)
+        self.is_controller = False
+
+    def _elected(self, token) -> None:
+        self.is_controller = True
+        self.controller.start(token)
+
+    def _resigned(self) -> None:
+        self.is_controller = False
+        self.controller.stop()
+
+
+def states(zk: ZkClient, topic: str) -> dict[int, PartitionState]:
+    out: dict[int, PartitionState] = {}
+    base = f"/brokers/topics/{topic}/partitions"
+    for p in zk.kazoo.get_children(base) if zk.kazoo.exists(base) else []:
+        out[int(p)] = PartitionState.decode(topic, int(p), zk.kazoo.get(zk_layout.partition_state_path(topic, int(p)))[0])
+    return out
+
+
+def start_cluster(make, connect, ids=(1, 2, 3)) -> dict[int, Member]:
+    members = {b: Member(make, connect, b) for b in ids}
+    for m in members.values():
+        m.election.start()
+    wait_for(lambda: [m for m in members.values() if m.is_controller], what="a controller")
+    return members
+
+
+def controller_of(members: dict[int, Member]) -> Member:
+    return wait_for(lambda: next((m for m in members.values() if m.is_controller), None), what="a controller")
+
+
+def test_a_new_topic_gets_leaders_and_isr_and_brokers_leaving_move_leadership_within_the_isr(zk_connect, zk_clients):
+    members = start_cluster(zk_clients, zk_connect)
+    admin = zk_clients(zk_connect)
+    assignment = create_topic(admin, "orders", 6, 2, [1, 2, 3], {"retention.ms": "1000"})
+    assert TopicAssignment.decode("orders", admin.kazoo.get("/brokers/topics/orders")[0]) == assignment
+    assert zk_layout.decode_topic_config("orders", admin.kazoo.get("/config/topics/orders")[0]) == {"retention.ms": "1000"}
+    ctl = controller_of(members)
+    got = wait_for(lambda: len(s := states(admin, "orders")) == 6 and s, what="six partition states")
+    for p, replicas in assignment.partitions.items():
+        assert got[p] == PartitionState(replicas[0], 0, tuple(replicas), ctl.election.token.epoch)
+    with pytest.raises(TopicAlreadyExistsError, match="Topic 'orders' already exists."):
+        create_topic(admin, "orders", 1, 1, [1, 2, 3])
+    with pytest.raises(InvalidReplicationFactorError, match="Replication factor: 4 larger than available brokers: 3."):
+        create_topic(admin, "big", 1, 4, [1, 2, 3])
+
+    # a broker that is not the controller goes: its partitions elect the other ISR replica
+    victim = next(b for b in members if not members[b].is_controller)
+    members[victim].zk.stop()
+    after = wait_for(lambda: (s := states(admin, "orders")) and all(victim not in st.isr for st in s.values()) and s,
+                     what=f"broker {victim} out of every ISR")
+    for p, replicas in assignment.partitions.items():
+        survivors = tuple(r for r in replicas if r != victim)
+        assert after[p].isr == survivors and after[p].leader == survivors[0]
+        assert after[p].leader_epoch == (1 if victim in replicas else 0)
+
+
+def test_an_offline_partition_keeps_its_last_isr_member_and_elects_it_when_it_returns(zk_connect, zk_clients):
+    members = start_cluster(zk_clients, zk_connect)
+    admin = zk_clients(zk_connect)
+    ctl = controller_of(members)
+    others = [b for b in members if b != ctl.broker_id]
+    # a partition on the two brokers that are not the controller, leader others[0]
+    admin.kazoo.create("/brokers/topics/t", TopicAssignment("t", {0: others}).encode())
+    wait_for(lambda: admin.kazoo.exists(zk_layout.partition_state_path("t", 0)), what="the partition state")
+    members[others[1]].zk.stop()
+    wait_for(lambda: states(admin, "t")[0].isr == (others[0],), what="the follower out of the ISR")
+    members[others[0]].zk.stop()
+    offline = wait_for(lambda: (s := states(admin, "t")[0]).leader == -1 and s, what="no leader")
+    assert offline.isr == (others[0],)          # kept, so that no un-replicated broker is elected
+    # the follower that left the ISR comes back: it may not lead (unclean election is off)
+    back = Member(zk_clients, zk_connect, others[1])
+    ctl.controller.wait_idle()
+    assert states(admin, "t")[0].leader == -1
+    # the last ISR member comes back: it leads again, with a higher leader epoch
+    Member(zk_clients, zk_connect, others[0])
+    led = wait_for(lambda: (s := states(admin, "t")[0]).leader == others[0] and s, what="the ISR member leading")
+    assert led.leader_epoch > offline.leader_epoch and led.isr == (others[0],)
+    assert back.broker_id not in led.isr
+
+
+def test_a_new_controller_carries_on_with_a_higher_epoch_and_deletes_topics(zk_connect, zk_clients):
+    members = start_cluster(zk_clients, zk_connect)
+    admin = zk_clients(zk_connect)
+    first = controller_of(members)
+    assignment = create_topic(admin, "logs", 3, 3, [1, 2, 3])
+    wait_for(lambda: admin.kazoo.exists(zk_layout.partition_state_path("logs", 2)), what="partition states")
+    first_epoch = first.election.token.epoch
+    first.zk.stop()
+    rest = {b: m for b, m in members.items() if m is not first}
+    second = controller_of(rest)
+    assert second.election.token.epoch == first_epoch + 1
+    got = wait_for(lambda: (s := states(admin, "logs")) and all(first.broker_id not in st.isr for st in s.values()) and s,
+                   what="the old controller's broker out of every ISR")
+    for p, st in got.items():
+        assert st.controller_epoch == second.election.token.epoch
+        assert st.leader in assignment.partitions[p] and st.leader != first.broker_id
+    # partitions added to the assignment get states from the new controller
+    grown = TopicAssignment("logs", {**assignment.partitions, 3: [2, 3, 1]}, assignment.topic_id)
+    admin.kazoo.set("/brokers/topics/logs", grown.encode())
+    new = wait_for(lambda: admin.kazoo.exists(zk_layout.partition_state_path("logs", 3)) and states(admin, "logs")[3],
+                   what="the new partition's state")
+    assert new.leader == 2 and set(new.isr) == {2, 3}
+    request_topic_deletion(admin, "logs")
+    wait_for(lambda: not admin.kazoo.exists("/brokers/topics/logs") and not admin.kazoo.exists("/admin/delete_topics/logs"),
+             what="the topic deleted")
