@@ -77,6 +77,22 @@ def cpu_seconds(pid: int) -> float:
     return sum(cpu_split(pid))
 
 
+def prefault_memory(gib: float) -> float:
+    """Touch `gib` GiB of fresh memory once, then free it; returns the seconds it took.
+
+    On this project's VMs a guest page costs the hypervisor about 2.5 ms per MiB the first time it is
+    used (PLATFORM.md), so a produce benchmark that writes gigabytes into the page cache measures
+    the VM's first-touch cost for whichever broker happens to get fresh pages: 0.5 to 3 us per
+    1 KB record, run to run. Touching the memory once beforehand gives every peer recycled pages.
+    """
+    if gib <= 0:
+        return 0.0
+    started = time.perf_counter()
+    block = bytearray(int(gib * (1 << 30)))
+    del block
+    return time.perf_counter() - started
+
+
 def page_cache_mb() -> dict[str, float]:
     """The kernel's dirty and under-writeback page cache, MiB (/proc/meminfo): a produce benchmark
     that slows down while these are high is waiting on the disk, not on the broker."""

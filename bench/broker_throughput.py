@@ -295,7 +295,11 @@ def main() -> int:
                     help="JSON result file (default bench/results/broker_throughput-<date>.json)")
     ap.add_argument("--worker", action="store_true", help=argparse.SUPPRESS)
     ap.add_argument("--worker-spec", default=None, help=argparse.SUPPRESS)
+    ap.add_argument("--prefault-gib", type=float, default=0.0,
+                    help="touch this much fresh memory first (the VM's first-touch cost, _common.prefault_memory)")
     args = ap.parse_args()
+    if args.prefault_gib > 0:
+        print(f"prefaulted {args.prefault_gib:g} GiB in {_common.prefault_memory(args.prefault_gib):.1f}s", flush=True)
     if args.worker:
         return run_worker(args)
 

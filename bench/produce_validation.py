@@ -119,7 +119,11 @@ def main() -> int:
     ap.add_argument("--records", type=int, default=300_000, help="records per 100 B run (1 KB runs: a third)")
     ap.add_argument("--append", action="store_true", help="time the in-process append path only")
     ap.add_argument("--worker", default=None, help=argparse.SUPPRESS)
+    ap.add_argument("--prefault-gib", type=float, default=0.0,
+                    help="touch this much fresh memory first (the VM's first-touch cost, _common.prefault_memory)")
     args = ap.parse_args()
+    if args.prefault_gib > 0:
+        print(f"prefaulted {args.prefault_gib:g} GiB in {_common.prefault_memory(args.prefault_gib):.1f}s", flush=True)
     if args.worker:
         print(json.dumps(worker(**json.loads(args.worker))))
         return 0
