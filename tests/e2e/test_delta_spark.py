@@ -392,6 +392,44 @@ def test_jobs_resume_exactly_once_after_delta_spark_maintains_their_table(delta,
     assert _keys(delta, table, "manual") == [("manual", 0, i) for i in range(3)], "delta-spark's own rows stay"
 
 
+def test_batch_load_and_a_merging_reprocess_commit_on_the_delta_spark_engine_exactly_once(delta, broker, tmp_path):
+    """The batch jobs with sink.engine=delta-spark, in this process as `pylog job` runs them: a load, a
+    resumed load, a load with nothing new (no commit), then a reprocess into a new table merged by key,
+    where a later record of a key wins and a tombstone deletes its key."""
+    from confluent_kafka import Producer
+
+    from jobs import batch_load, reprocess
+    from jobs.config import JobConfig
+
+    bootstrap, topic = broker.bootstrap, "ds-batch"
+    table, keyed = tmp_path / "loaded", tmp_path / "keyed"
+    create_topic(bootstrap, topic, partitions=2)
+    produce_events(bootstrap, topic, 0, 300)
+    common = [f"source.bootstrap.servers={bootstrap}", f"source.topics={topic}", f"value.schema={VALUE_SCHEMA}",
+              "group.mirror=", "sink.engine=delta-spark", f"sink.table.path={table}", "sink.app.id=cron"]
+    assert batch_load.run(JobConfig.load("batch_load", None, common)) == 0
+    produce_events(bootstrap, topic, 300, 200)
+    assert batch_load.run(JobConfig.load("batch_load", None, common)) == 0
+    version = DeltaTable(str(table)).version()
+    assert batch_load.run(JobConfig.load("batch_load", None, common)) == 0
+    assert DeltaTable(str(table)).version() == version, "nothing new: no commit"
+    _exactly_once(delta, table, bootstrap, topic, "cron", 500)
+    writes = [h for h in DeltaTable(str(table)).history() if h.get("operation") == "WRITE"]
+    assert len(writes) == 2 and all("Delta-Lake" in str(h.get("engineInfo")) for h in writes), writes
+
+    p = Producer({"bootstrap.servers": bootstrap})
+    p.produce(topic, key=b"k1", value=json.dumps({"event_id": "1001", "user_id": "u", "type": "t", "amount": None,
+                                                  "ts": 1001}).encode(), partition=0)
+    p.produce(topic, key=b"k2", value=None, partition=0)
+    assert p.flush(10) == 0
+    merge = common + ["sink.mode=merge", "sink.merge.key=key", "reprocess.mode=new-table",
+                      f"reprocess.target.path={keyed}"]
+    assert reprocess.run(JobConfig.load("reprocess", None, merge)) == 0
+    rows = {r.key: r.event_id for r in delta.read.format("delta").load(str(keyed)).select("key", "event_id").collect()}
+    assert len(rows) == 499 and "k2" not in rows and rows["k1"] == "1001"
+    assert rows == {f"k{i}": str(i) for i in range(500) if i not in (1, 2)} | {"k1": "1001"}
+
+
 # ---- 3. reprocess from a retained version's offsets after maintenance -------------------------------------------
 
 def test_reprocess_reads_the_offsets_of_a_retained_version_after_maintenance(delta, broker, tmp_path):
