@@ -7,6 +7,7 @@ come from peers/ (shared with the tests). Record batches are built with the brok
 """
 from __future__ import annotations
 
+import json
 import os
 import signal
 import socket
@@ -91,6 +92,13 @@ def prefault_memory(gib: float) -> float:
     block = bytearray(int(gib * (1 << 30)))
     del block
     return time.perf_counter() - started
+
+
+def write_json(path: Path | None, result: object) -> None:
+    """Write a benchmark's result as indented JSON to `path` (its folder created), if a path was given."""
+    if path is not None:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_text(json.dumps(result, indent=2) + "\n")
 
 
 def page_cache_mb() -> dict[str, float]:

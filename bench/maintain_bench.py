@@ -48,7 +48,7 @@ from typing import Any
 REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO))
 
-from bench._common import PYTHON  # noqa: E402
+from bench._common import PYTHON, write_json  # noqa: E402
 
 TOPIC, PARTITIONS, APP_ID = "events", 8, "events-to-delta"
 GB = 10**9
@@ -258,9 +258,7 @@ def main() -> int:
           f"{bytes_after / GB:.2f} GB |")
     print(f"\nvacuum retention {args.retention_hours:g} h; load average {load_start:.1f} -> {os.getloadavg()[0]:.1f}, "
           f"nproc {os.cpu_count()}" + (f"; kept in {work}" if args.keep else ""))
-    if args.out:
-        args.out.parent.mkdir(parents=True, exist_ok=True)
-        args.out.write_text(json.dumps(result, indent=2) + "\n")
+    write_json(args.out, result)
     return 0
 
 

@@ -66,12 +66,16 @@ def worker(bootstrap: str, topic: str, count: int, size: int, codec: str) -> dic
 
 def measure(bp: _common.BrokerProc, topic: str, count: int, size: int, codec: str) -> dict:
     spec = json.dumps({"bootstrap": bp.bootstrap, "topic": topic, "count": count, "size": size, "codec": codec})
-    cpu0 = _common.cpu_seconds(bp.proc.pid)
+    user0, sys0 = _common.cpu_split(bp.proc.pid)
     out = subprocess.run([sys.executable, __file__, "--worker", spec], capture_output=True, text=True, timeout=600)
     if out.returncode != 0:
         raise RuntimeError(out.stderr[-2000:])
     result = json.loads(out.stdout.strip().splitlines()[-1])
-    result["broker_cpu_us_per_record"] = (_common.cpu_seconds(bp.proc.pid) - cpu0) / count * 1e6
+    user1, sys1 = _common.cpu_split(bp.proc.pid)
+    result["broker_cpu_us_per_record"] = (user1 + sys1 - user0 - sys0) / count * 1e6
+    # the record walk is user time; the kernel's page-cache writes (system time) swing with the VM's
+    # first-touch cost of fresh memory (PLATFORM.md), whichever broker gets fresh pages
+    result["broker_user_us_per_record"] = (user1 - user0) / count * 1e6
     if result["errors"]:
         raise RuntimeError(f"{result['errors']} records failed on {bp.bootstrap}")
     return result
@@ -146,18 +150,24 @@ def main() -> int:
                     r = measure(brokers[name], topic, count, size, codec)
                     results.setdefault((size, codec, name), []).append(r)
                     print(f"rep {rep} {size:>5} B {codec:<4} {name:<3} {r['records_per_s']:>10,.0f} rec/s "
-                          f"{r['broker_cpu_us_per_record']:.2f} broker us/rec", flush=True)
+                          f"{r['broker_cpu_us_per_record']:.2f} broker us/rec "
+                          f"({r['broker_user_us_per_record']:.2f} user)", flush=True)
     finally:
         for bp in brokers.values():
             bp.stop()
-    print(f"\n{'case':<14}{'on rec/s':>12}{'off rec/s':>12}{'on/off':>8}{'on us/rec':>11}{'off us/rec':>11}")
+    # "paired": the median of each repetition's on/off, the two runs of a pair being back to back, so that
+    # a machine-wide slow phase (the VM's first-touch cost, PLATFORM.md) falls on both runs of a pair
+    print(f"\n{'case':<14}{'on rec/s':>12}{'off rec/s':>12}{'on/off':>8}{'paired':>8}{'on us/rec':>11}{'off us/rec':>11}"
+          f"{'on user':>9}{'off user':>9}")
     for size, codec in cases:
         on = results[(size, codec, "on")]
         off = results[(size, codec, "off")]
         med = lambda rs, k: statistics.median(r[k] for r in rs)  # noqa: E731
         print(f"{size:>5} B {codec:<7}{med(on, 'records_per_s'):>12,.0f}{med(off, 'records_per_s'):>12,.0f}"
               f"{med(on, 'records_per_s') / med(off, 'records_per_s'):>8.2f}"
-              f"{med(on, 'broker_cpu_us_per_record'):>11.2f}{med(off, 'broker_cpu_us_per_record'):>11.2f}")
+              f"{statistics.median(a['records_per_s'] / b['records_per_s'] for a, b in zip(on, off)):>8.2f}"
+              f"{med(on, 'broker_cpu_us_per_record'):>11.2f}{med(off, 'broker_cpu_us_per_record'):>11.2f}"
+              f"{med(on, 'broker_user_us_per_record'):>9.2f}{med(off, 'broker_user_us_per_record'):>9.2f}")
     print(f"\nmachine: {os.cpu_count()} cores, load {os.getloadavg()[0]:.2f}; reps {args.reps}")
     return 0
 

@@ -56,7 +56,7 @@ from typing import Any, Callable
 REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO))
 
-from bench._common import create_topic, spark_env, start_pylog  # noqa: E402
+from bench._common import create_topic, spark_env, start_pylog, write_json  # noqa: E402
 from bench.delta_sink import SCHEMA, produce  # noqa: E402
 from bench.spark_read import peer_jars  # noqa: E402
 
@@ -269,9 +269,7 @@ def main() -> int:
     print(f"\npylog-delta / kafka-delta: {ratios['pylog-delta/kafka-delta']:.2f}x (target >= 1.0x); "
           f"pylog-delta-spark / kafka-delta: {ratios['pylog-delta-spark/kafka-delta']:.2f}x; "
           f"load average {load_start:.1f} -> {os.getloadavg()[0]:.1f}, nproc {os.cpu_count()}")
-    if args.out:
-        args.out.parent.mkdir(parents=True, exist_ok=True)
-        args.out.write_text(json.dumps(result, indent=2) + "\n")
+    write_json(args.out, result)
     return 0
 
 

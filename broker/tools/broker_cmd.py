@@ -47,6 +47,7 @@ def warn_if_exposed(host: str) -> None:
 
 def run(args: argparse.Namespace) -> int:
     # imported here so that client commands do not pay for the server's imports
+    from broker.allocator import keep_freed_memory
     from broker.errors import InvalidConfigError
     from broker.server import DataDirLockedError, serve
 
@@ -57,6 +58,7 @@ def run(args: argparse.Namespace) -> int:
     warn_if_exposed(str(config["host.name"]))
     if config["zookeeper.connect"]:
         raise CliError("zookeeper.connect is set, but cluster mode is not available yet; unset it to run the embedded broker")
+    keep_freed_memory()
     try:
         asyncio.run(serve(config))
     except DataDirLockedError as e:

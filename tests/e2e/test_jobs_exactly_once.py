@@ -27,9 +27,9 @@ from tests.support.jobs import (
     assert_exactly_once,
     finish,
     kill,
+    kill_loop,
     produce_events,
     run_job,
-    table_versions,
 )
 from peers.kafka import KafkaBroker
 
@@ -81,20 +81,12 @@ def test_stream_to_delta_survives_a_kill_loop_exactly_once(any_broker, tmp_path)
         # 2..6 (2..3 on Apache Kafka, whose run is the same code on another broker): killed at random
         # moments once the job has made progress
         wanted = 3 if on_kafka else 6
-        while kills < wanted:
-            before = table_versions(table)
-            proc = start()
-            deadline = time.monotonic() + 180
-            while proc.poll() is None and table_versions(table) <= before and time.monotonic() < deadline:
-                time.sleep(0.1)
-            time.sleep(rnd.uniform(0.0, 2.0))
-            if proc.poll() is None:
-                kill(proc)
-                kills += 1
-            else:
-                proc.communicate()
-                produce_events(pylog_broker.bootstrap, "events", total, 500)  # it finished: give the next run work
-                total += 500
+        def more_work() -> None:           # a run finished: give the next one work
+            nonlocal total
+            produce_events(pylog_broker.bootstrap, "events", total, 500)
+            total += 500
+
+        kill_loop(start, table, rnd, kills, wanted, 2.0, more_work)
         finish(start())
     assert_exactly_once(table, "kill-loop", pylog_broker.bootstrap, "events", total)
     if maintain is not None:
@@ -181,19 +173,8 @@ def test_delta_spark_merge_stream_survives_a_kill_loop_beside_maintenance(pylog_
         proc.communicate(timeout=240)
         assert proc.returncode == -signal.SIGKILL, "the fault killed the job right after the Delta commit of batch 1"
         kills = 1
-        while kills < 3:
-            before = table_versions(table)
-            proc = run_job("stream_to_delta", settings)
-            deadline = time.monotonic() + 180
-            while proc.poll() is None and table_versions(table) <= before and time.monotonic() < deadline:
-                time.sleep(0.1)
-            time.sleep(rnd.uniform(0.0, 1.5))
-            if proc.poll() is None:
-                kill(proc)
-                kills += 1
-            else:
-                proc.communicate()
-                produced += _produce_keyed(pylog_broker.bootstrap, "events", len(produced), 300)
+        kill_loop(lambda: run_job("stream_to_delta", settings), table, rnd, kills, 3, 1.5,
+                  lambda: produced.extend(_produce_keyed(pylog_broker.bootstrap, "events", len(produced), 300)))
         out = finish(run_job("stream_to_delta", settings))
     expected: dict[str, str] = {}
     for key, event in produced:

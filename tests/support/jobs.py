@@ -3,10 +3,13 @@ from __future__ import annotations
 
 import json
 import os
+import random
 import signal
 import subprocess
 import sys
+import time
 from pathlib import Path
+from typing import Callable
 
 from confluent_kafka import Producer
 from deltalake import DeltaTable
@@ -54,6 +57,26 @@ def kill(proc: subprocess.Popen) -> None:
     except ProcessLookupError:
         pass
     proc.communicate()
+
+
+def kill_loop(start: Callable[[], subprocess.Popen], table: Path, rnd: random.Random, kills: int, wanted: int,
+              max_pause_s: float, when_finished: Callable[[], None]) -> int:
+    """Start the job again and again and SIGKILL it at a random moment (0..max_pause_s) after its next Delta
+    commit, until `wanted` kills; a run that finishes first gets more input from `when_finished`."""
+    while kills < wanted:
+        before = table_versions(table)
+        proc = start()
+        deadline = time.monotonic() + 180
+        while proc.poll() is None and table_versions(table) <= before and time.monotonic() < deadline:
+            time.sleep(0.1)
+        time.sleep(rnd.uniform(0.0, max_pause_s))
+        if proc.poll() is None:
+            kill(proc)
+            kills += 1
+        else:
+            proc.communicate()
+            when_finished()
+    return kills
 
 
 def table_versions(path: Path) -> int:
