@@ -14,7 +14,7 @@ import sys
 from broker.tools.errors import CliError
 
 SUBCOMMANDS = ["broker.tools.broker_cmd", "broker.tools.topics", "broker.tools.produce", "broker.tools.consume",
-               "broker.tools.perf", "broker.tools.groups", "pylog.job_cmd"]
+               "broker.tools.perf", "broker.tools.groups", "broker.tools.cluster_cmd", "pylog.job_cmd"]
 
 
 def build_parser() -> argparse.ArgumentParser:

@@ -5,6 +5,7 @@ higher controller epoch, and Kafka's replication-factor error. Brokers here are 
 (cluster mode's broker side comes next)."""
 from __future__ import annotations
 
+import json
 from typing import Callable
 
 import pytest
@@ -134,3 +135,28 @@ def test_a_new_controller_carries_on_with_a_higher_epoch_and_deletes_topics(zk_c
     request_topic_deletion(admin, "logs")
     wait_for(lambda: not admin.kazoo.exists("/brokers/topics/logs") and not admin.kazoo.exists("/admin/delete_topics/logs"),
              what="the topic deleted")
+
+
+def test_cluster_status_shows_brokers_controller_leaders_and_under_replicated_partitions(zk_connect, zk_clients, capsys):
+    from pylog.cli import main
+
+    members = start_cluster(zk_clients, zk_connect)
+    admin = zk_clients(zk_connect)
+    ctl = controller_of(members)
+    assignment = create_topic(admin, "audit", 2, 3, [1, 2, 3])
+    wait_for(lambda: len(states(admin, "audit")) == 2, what="partition states")
+    victim = next(b for b in members if b != ctl.broker_id)
+    members[victim].zk.stop()
+    wait_for(lambda: all(victim not in s.isr for s in states(admin, "audit").values()), what="the ISR shrunk")
+    assert main(["cluster", "status", "--zookeeper", zk_connect]) == 0
+    out = capsys.readouterr().out
+    assert f"controller: broker {ctl.broker_id} (epoch {ctl.election.token.epoch})" in out
+    assert "brokers (2): " in out and f"{victim} " not in out.split("\n")[1]
+    for p, replicas in assignment.partitions.items():
+        assert f"audit-{p}: leader " in out and f"replicas {list(replicas)}" in out
+    assert "under-replicated partitions: 2 (audit-0, audit-1)" in out and "offline partitions: 0" in out
+    assert main(["cluster", "status", "--zookeeper", zk_connect, "--json"]) == 0
+    status = json.loads(capsys.readouterr().out)
+    assert status["controller"] == ctl.broker_id and status["under_replicated"] == ["audit-0", "audit-1"]
+    assert main(["cluster", "status", "--zookeeper", "127.0.0.1:1", "--timeout", "1"]) == 1
+    assert "no ZooKeeper session with 127.0.0.1:1 within 1s" in capsys.readouterr().err

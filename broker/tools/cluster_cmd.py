@@ -1,0 +1,117 @@
+"""`pylog cluster status`: what a ZooKeeper-mode cluster holds, read from ZooKeeper (issue 11).
+
+Owns the operator's view of cluster metadata: the live brokers, the controller and its epoch, every
+topic's partitions with leader, replicas and ISR, and the under-replicated (ISR smaller than the
+replicas) and offline (no leader) partitions, as text or JSON. Read-only; works on any cluster that
+keeps Kafka's ZooKeeper layout. `read_status` does the reading, `format_status` the text, so the
+format is tested without ZooKeeper.
+"""
+from __future__ import annotations
+
+import argparse
+import json
+from typing import Any
+
+from broker.tools.errors import CliError
+
+
+def read_status(kazoo: Any) -> dict[str, Any]:
+    """The cluster's metadata as plain data (see the module docstring), from a started kazoo client."""
+    from kazoo.exceptions import NoNodeError
+
+    from broker.cluster import zk_layout
+    from broker.cluster.zk_layout import BrokerRegistration, PartitionState, TopicAssignment, ZkDataError
+
+    def get(path: str) -> bytes | None:
+        try:
+            return bytes(kazoo.get(path)[0] or b"")
+        except NoNodeError:
+            return None
+
+    def children(path: str) -> list[str]:
+        try:
+            return sorted(kazoo.get_children(path))
+        except NoNodeError:
+            return []
+
+    brokers = {}
+    for b in children(zk_layout.BROKER_IDS):
+        if b.isdigit():
+            try:
+                reg = BrokerRegistration.decode(int(b), get(f"{zk_layout.BROKER_IDS}/{b}"))
+                brokers[int(b)] = f"{reg.host}:{reg.port}"
+            except ZkDataError as e:
+                brokers[int(b)] = f"unreadable ({e})"
+    controller_data, epoch_data = get(zk_layout.CONTROLLER), get(zk_layout.CONTROLLER_EPOCH)
+    status: dict[str, Any] = {
+        "brokers": {str(k): v for k, v in sorted(brokers.items())},
+        "controller": zk_layout.decode_controller(controller_data) if controller_data else None,
+        "controller_epoch": zk_layout.decode_controller_epoch(epoch_data) if epoch_data else None,
+        "topics": {},
+    }
+    for topic in children(zk_layout.TOPICS):
+        assignment = TopicAssignment.decode(topic, get(zk_layout.topic_path(topic)))
+        partitions = {}
+        for p, replicas in sorted(assignment.partitions.items()):
+            data = get(zk_layout.partition_state_path(topic, p))
+            state = PartitionState.decode(topic, p, data) if data else None
+            partitions[str(p)] = {"replicas": list(replicas),
+                                  "leader": state.leader if state else None,
+                                  "leader_epoch": state.leader_epoch if state else None,
+                                  "isr": list(state.isr) if state else []}
+        status["topics"][topic] = {
+            "topic_id": zk_layout.kafka_uuid(assignment.topic_id) if assignment.topic_id else None,
+            "partitions": partitions}
+    status["under_replicated"] = [f"{t}-{p}" for t, v in status["topics"].items() for p, s in v["partitions"].items()
+                                  if len(s["isr"]) < len(s["replicas"])]
+    status["offline"] = [f"{t}-{p}" for t, v in status["topics"].items() for p, s in v["partitions"].items()
+                         if s["leader"] is None or s["leader"] < 0]
+    return status
+
+
+def format_status(status: dict[str, Any]) -> str:
+    lines = []
+    ctl = status["controller"]
+    lines.append(f"controller: {'none' if ctl is None else f'broker {ctl}'} (epoch {status['controller_epoch']})")
+    lines.append(f"brokers ({len(status['brokers'])}): " +
+                 (", ".join(f"{b} {addr}" for b, addr in status["brokers"].items()) or "none"))
+    for topic, t in status["topics"].items():
+        lines.append(f"topic {topic} (id {t['topic_id']}): {len(t['partitions'])} partitions")
+        for p, s in t["partitions"].items():
+            leader = "none" if s["leader"] is None or s["leader"] < 0 else s["leader"]
+            lines.append(f"  {topic}-{p}: leader {leader}, epoch {s['leader_epoch']}, replicas {s['replicas']}, "
+                         f"isr {s['isr']}")
+    lines.append(f"under-replicated partitions: {len(status['under_replicated'])}"
+                 + (f" ({', '.join(status['under_replicated'])})" if status["under_replicated"] else ""))
+    lines.append(f"offline partitions: {len(status['offline'])}"
+                 + (f" ({', '.join(status['offline'])})" if status["offline"] else ""))
+    return "\n".join(lines)
+
+
+def run(args: argparse.Namespace) -> int:
+    from kazoo.client import KazooClient
+    from kazoo.handlers.threading import KazooTimeoutError
+
+    client = KazooClient(hosts=args.zookeeper, timeout=10.0)
+    try:
+        client.start(timeout=args.timeout)
+    except KazooTimeoutError:
+        client.close()
+        raise CliError(f"no ZooKeeper session with {args.zookeeper} within {args.timeout:g}s") from None
+    try:
+        status = read_status(client)
+    finally:
+        client.stop()
+        client.close()
+    print(json.dumps(status, indent=2) if args.json else format_status(status))
+    return 0
+
+
+def register(sub: Any) -> None:
+    p = sub.add_parser("cluster", help="a ZooKeeper-mode cluster's metadata")
+    csub = p.add_subparsers(dest="cluster_command", metavar="ACTION", required=True)
+    s = csub.add_parser("status", help="brokers, controller, leaders, ISR, under-replicated and offline partitions")
+    s.add_argument("--zookeeper", required=True, help="the cluster's zookeeper.connect (host:port[/chroot])")
+    s.add_argument("--timeout", type=float, default=10.0, help="seconds to wait for a ZooKeeper session")
+    s.add_argument("--json", action="store_true", help="print JSON instead of text")
+    s.set_defaults(func=run)
