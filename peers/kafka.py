@@ -87,7 +87,10 @@ class KafkaBroker(ServerProcess):
         if (self.workdir / "logs" / "meta.properties").exists():
             return
         self._write_config()
-        cluster_id = base64.urlsafe_b64encode(uuid.uuid4().bytes).rstrip(b"=").decode()
+        # Kafka's Uuid.randomUuid never starts with "-" (the CLI would read it as an option); 1 in 64 would
+        cluster_id = "-"
+        while cluster_id.startswith("-"):
+            cluster_id = base64.urlsafe_b64encode(uuid.uuid4().bytes).rstrip(b"=").decode()
         done = subprocess.run(self._jvm("kafka.tools.StorageTool") + ["format", "-t", cluster_id, "-c",
                                                                       str(self.config_path)],
                               capture_output=True, text=True, timeout=120)
