@@ -75,11 +75,9 @@ class ClusterController:
         self._token: ControllerToken | None = None
         self._live: set[int] = set()
         self._assignments: dict[str, TopicAssignment] = {}
-        self._states: dict[tuple[str, int], PartitionState] = {}
         self._watched: set[str] = set()   # topics with a data watch in this term
         self._thread: threading.Thread | None = None
         self._generation = 0          # watches of an earlier term stop themselves
-        self.handled = 0              # events handled (tests wait on it)
 
     # ------------------------------------------------------------ lifecycle
 
@@ -132,7 +130,6 @@ class ClusterController:
                 return
             except Exception:   # noqa: BLE001 (one bad event must not stop the controller)
                 log.exception("controller event %s failed", kind)
-            self.handled += 1
 
     def _on_barrier(self, done: threading.Event) -> None:
         done.set()
@@ -154,8 +151,6 @@ class ClusterController:
             if topic not in topics:
                 self._watched.discard(topic)
                 self._assignments.pop(topic, None)
-                for key in [k for k in self._states if k[0] == topic]:
-                    del self._states[key]
 
     def _topic_watch(self, topic: str, generation: int) -> Callable[[bytes | None, Any], bool]:
         def watch(data: bytes | None, stat: Any) -> bool:
@@ -188,8 +183,6 @@ class ClusterController:
                     pass
             self._assignments.pop(topic, None)
             self._watched.discard(topic)
-            for key in [k for k in self._states if k[0] == topic]:
-                del self._states[key]
             try:
                 kazoo.delete(zk_layout.delete_topic_path(topic))
             except NoNodeError:
@@ -219,7 +212,6 @@ class ClusterController:
                     creates.append((p, initial_state(replicas, self._live, token.epoch)))
                     continue
                 new = on_brokers_changed(replicas, current, self._live, token.epoch, self.unclean)
-                self._states[(topic, p)] = current
                 if new != current:
                     updates.append((p, new, stat.version))
             if not creates and not updates:
@@ -244,12 +236,6 @@ class ClusterController:
                     self._assignments.pop(topic, None)
                     continue
                 raise
-            for p, state in creates:
-                self._states[(topic, p)] = state
             for p, state, _ in updates:
-                self._states[(topic, p)] = state
                 log.info("%s-%d: leader %d, epoch %d, isr %s", topic, p, state.leader, state.leader_epoch,
                          list(state.isr))
-
-    def states(self) -> dict[tuple[str, int], PartitionState]:
-        return dict(self._states)
