@@ -115,6 +115,16 @@ class DuplicateSequenceError(KafkaError):
         self.log_append_time = log_append_time
 
 
+class UnexpectedAppendOffsetError(KafkaError):
+    """A follower's append of batches copied from the leader does not start at its log end offset
+    (Kafka's UnexpectedAppendOffsetException: an internal error, UNKNOWN_SERVER_ERROR on the wire)."""
+
+    def __init__(self, message: str, first_offset: int, log_end_offset: int) -> None:
+        super().__init__(message)
+        self.first_offset = first_offset
+        self.log_end_offset = log_end_offset
+
+
 class UnknownLeaderEpochError(KafkaError):
     """The client knows a newer leader epoch than this broker's (KIP-320)."""
 

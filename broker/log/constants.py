@@ -25,6 +25,8 @@ DELETED_SUFFIX = ".deleted"       # appended to a file name when its segment is 
 TMP_SUFFIX = ".tmp"               # atomic-write staging files; removed at startup
 OFFSET_DIGITS = 20                # file names are the zero-padded 20-digit base offset
 LOG_START_OFFSET_FILE = "log-start-offset.checkpoint"
+HIGH_WATERMARK_FILE = "high-watermark.checkpoint"     # replicated partitions only
+LEADER_EPOCH_FILE = "leader-epoch-checkpoint"          # Kafka's name and format
 CLEAN_SHUTDOWN_FILE = ".kafka_cleanshutdown"
 IGNORED_TOPIC_DIRS = frozenset({"__cluster_metadata"})
 

@@ -22,13 +22,14 @@ import logging
 from bisect import bisect_left, bisect_right
 from pathlib import Path
 
+from broker.log.constants import LEADER_EPOCH_FILE
 from broker.log.fileutil import atomic_write
 
 __all__ = ["LEADER_EPOCH_CHECKPOINT_FILE", "UNDEFINED_EPOCH", "UNDEFINED_OFFSET", "LeaderEpochCache"]
 
 log = logging.getLogger(__name__)
 
-LEADER_EPOCH_CHECKPOINT_FILE = "leader-epoch-checkpoint"
+LEADER_EPOCH_CHECKPOINT_FILE = LEADER_EPOCH_FILE
 UNDEFINED_EPOCH = -1          # OffsetsForLeaderEpoch: no such epoch
 UNDEFINED_OFFSET = -1         # OffsetsForLeaderEpoch: no end offset
 _FORMAT_VERSION = 0

@@ -61,6 +61,10 @@ class LogSegments(Sequence[LogSegment]):
         self._bases.pop(0)
         return self._segments.pop(0)
 
+    def pop_last(self) -> LogSegment:
+        self._bases.pop()
+        return self._segments.pop()
+
     def replace(self, old: list[LogSegment], new: LogSegment) -> None:
         """Swap the consecutive segments `old` for `new`, which takes the first one's place and base offset."""
         i = self._segments.index(old[0])

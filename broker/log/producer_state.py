@@ -210,6 +210,13 @@ class ProducerStateManager:
                 self.producers = {}
         return None
 
+    def truncate_fully(self) -> None:
+        """The log was emptied: forget every producer and remove every snapshot."""
+        for offset in self.snapshot_offsets():
+            remove_quietly(self._snapshot_path(offset))
+        self.producers = {}
+        self._snapshot_offset, self._changed = None, False
+
     def rebuild(self, headers: Iterable[BatchHeader]) -> None:
         """Replay batch headers appended after the loaded snapshot (timestamps stand in for time)."""
         for h in headers:

@@ -50,7 +50,7 @@ from broker.log.constants import (
 
 __all__ = [
     "HEADER_SIZE", "LOG_OVERHEAD", "BatchHeader", "ScanResult", "parse_header", "validate_batches", "check_headers",
-    "assign_offsets", "iter_record_timestamps", "iter_headers", "scan_valid_prefix",
+    "assign_offsets", "iter_record_timestamps", "iter_headers", "scan_valid_prefix", "whole_batches_length",
 ]
 
 log = logging.getLogger(__name__)
@@ -234,9 +234,25 @@ def check_headers(buf: bytes | bytearray | memoryview, max_batch_bytes: int) -> 
     return headers
 
 
+def whole_batches_length(buf: bytes | bytearray | memoryview) -> int:
+    """Bytes of the whole batches at the start of `buf`, leaving out a trailing partial batch (a Fetch
+    response may end in one). A length too small for any batch ends the walk with all of `buf`, so
+    that `check_headers` reports it rather than it being dropped as partial."""
+    total = len(buf)
+    pos = 0
+    while total - pos >= LOG_OVERHEAD:
+        _, length = _OFFSET_AND_LENGTH.unpack_from(buf, pos)
+        if length < MIN_BATCH_LENGTH:
+            return total
+        if pos + LOG_OVERHEAD + length > total:
+            break
+        pos += LOG_OVERHEAD + length
+    return pos
+
+
 def assign_offsets(buf: bytearray, headers: list[BatchHeader], base_offset: int,
-                   log_append_time_ms: int | None) -> None:
-    """Give the batches consecutive offsets from `base_offset` and the leader epoch, in place (and
+                   log_append_time_ms: int | None, leader_epoch: int = LEADER_EPOCH) -> None:
+    """Give the batches consecutive offsets from `base_offset` and `leader_epoch`, in place (and
     LogAppendTime if given).
 
     The CRC does not cover the base offset, so it is recomputed only when LogAppendTime rewrites the
@@ -247,8 +263,8 @@ def assign_offsets(buf: bytearray, headers: list[BatchHeader], base_offset: int,
     next_offset = base_offset
     for h in headers:
         _INT64.pack_into(buf, h.position, next_offset)
-        _INT32.pack_into(buf, h.position + _LEADER_EPOCH_POS, LEADER_EPOCH)   # not under the CRC
-        h.partition_leader_epoch = LEADER_EPOCH
+        _INT32.pack_into(buf, h.position + _LEADER_EPOCH_POS, leader_epoch)   # not under the CRC
+        h.partition_leader_epoch = leader_epoch
         h.base_offset = next_offset
         next_offset = h.last_offset + 1
         if log_append_time_ms is not None:

@@ -175,9 +175,29 @@ class LogSegment:
         os.ftruncate(self.fd, size)
         self.size = size
 
+    def truncate_to_offset(self, offset: int) -> int:
+        """Remove every batch whose last offset is >= `offset` (whole batches, as Kafka's
+        LogSegment.truncateTo), and the index entries pointing at them; returns the new next offset.
+
+        For a replica's truncation (rare): the indexes are rebuilt from the batches that remain.
+        The segment becomes the active one again (its index files reopen for appends).
+        """
+        cut = self.find_batch(offset)
+        if cut is None:
+            return self.next_offset
+        log.info("truncating %s at position %d (offset %d; %d bytes dropped)",
+                 self.log_path, cut.position, cut.base_offset, self.size - cut.position)
+        self.truncate_to(cut.position)
+        self.rebuild_indexes()
+        self._last_entry_cache = None
+        self.dirty = True
+        if self.size == 0:
+            self.first_append_ms = None
+        return self.next_offset
+
     # --- appending -----------------------------------------------------------------------------
 
-    def append(self, buf: bytes | bytearray, headers: list[BatchHeader], now_ms: int) -> None:
+    def append(self, buf: bytes | bytearray | memoryview, headers: list[BatchHeader], now_ms: int) -> None:
         """Write whole batches at the end of the file; headers' positions are relative to `buf`."""
         if not self._loaded:
             self.ensure_loaded()
