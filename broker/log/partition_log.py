@@ -3,14 +3,22 @@
 Owns: appending produce batches (validate, producer checks, assign offsets, roll, write, index,
 flush policy), reads for Fetch as (fd, position, length) slices of whole batches, offset lookups by
 timestamp, log start offset (DeleteRecords, persisted in `log-start-offset.checkpoint`), retention,
-loading and recovery at startup, producer state snapshots.
+loading and recovery at startup, producer state snapshots. For replication (Kafka's UnifiedLog):
+the leader epoch of each batch and the `leader-epoch-checkpoint` (`leader_epochs`), appends of
+batches copied from a leader (`append_as_follower`), the high watermark (`high-watermark.checkpoint`),
+truncation to an offset or to an empty log at any offset.
 
-Invariants: offsets are dense and increasing; `log_end_offset` is the next offset to assign (and the
-high watermark: one replica); `log_start_offset <= log_end_offset`; the last segment is the active
-one and is never deleted by retention; bytes are in the file (page cache) before `append` returns.
-Per-batch work only, never per record, except the off-hot-path timestamp lookups.
+Invariants: offsets are increasing (dense except where compaction removed records); `log_end_offset`
+is the next offset to assign; `log_start_offset <= high_watermark <= log_end_offset`, and without
+replication (`replicated` False, one broker) `high_watermark` is `log_end_offset`; with it, the high
+watermark only moves forward through `update_high_watermark` or down by truncation; the leader epoch
+cache has no entry starting at or past `log_end_offset`; the last segment is the active one and is
+never deleted by retention, nor is data above the high watermark; bytes are in the file (page cache)
+before an append returns. Per-batch work only, never per record, except the off-hot-path timestamp
+lookups.
 
-Never knows about the network protocol, asyncio or other partitions.
+Never knows about the network protocol, asyncio, other partitions, or which replica leads: the
+broker passes leader epochs, the high watermark and truncation points in.
 """
 from __future__ import annotations
 
@@ -23,10 +31,13 @@ from pathlib import Path
 from typing import Callable, Iterator
 
 from broker.config import LONG_MAX, TopicConfig
-from broker.errors import OffsetOutOfRangeError, RecordListTooLargeError
+from broker.errors import OffsetOutOfRangeError, RecordListTooLargeError, UnexpectedAppendOffsetError
 from broker.log.constants import (
     DELETED_SUFFIX,
+    HIGH_WATERMARK_FILE,
     INDEX_SUFFIX,
+    INT32_MAX,
+    LEADER_EPOCH_FILE,
     LOG_START_OFFSET_FILE,
     LOG_SUFFIX,
     TIME_INDEX_SUFFIX,
@@ -34,9 +45,16 @@ from broker.log.constants import (
     offset_file_name,
 )
 from broker.log.fileutil import atomic_write, remove_quietly
+from broker.log.leader_epoch_cache import LeaderEpochCache
 from broker.log.log_segments import LogSegments
 from broker.log.producer_state import ProducerStateManager
-from broker.log.record_batch import BatchHeader, assign_offsets, check_headers, validate_batches
+from broker.log.record_batch import (
+    BatchHeader,
+    assign_offsets,
+    check_headers,
+    validate_batches,
+    whole_batches_length,
+)
 from broker.log.recompress import recompress, target_codec
 from broker.log.segment import LogSegment
 from broker.log.fetch_slice import FetchSlice
@@ -60,7 +78,7 @@ class PartitionLog:
 
     def __init__(self, directory: Path, topic: str, partition: int, config: TopicConfig, *,
                  recover: bool, producer_id_expiration_ms: int = 86400000,
-                 clock: Callable[[], float] = time.time) -> None:
+                 clock: Callable[[], float] = time.time, replicated: bool = False) -> None:
         self.directory = Path(directory)
         self.topic = topic
         self.partition = partition
@@ -71,6 +89,10 @@ class PartitionLog:
         self.producers = ProducerStateManager(self.directory, producer_id_expiration_ms)
         self.log_start_offset = 0
         self.log_end_offset = 0
+        self.leader_epochs: LeaderEpochCache
+        self._replicated = replicated
+        self._high_watermark = 0               # meaningful only when replicated
+        self._high_watermark_written: int | None = None
         self._unflushed_messages = 0
         self._last_flush_ms = self._now_ms()
         self._closed = False
@@ -78,7 +100,8 @@ class PartitionLog:
         self._load(recover)
 
     def __repr__(self) -> str:
-        return f"PartitionLog({self.name}, start={self.log_start_offset}, end={self.log_end_offset})"
+        return (f"PartitionLog({self.name}, start={self.log_start_offset}, hw={self.high_watermark}, "
+                f"end={self.log_end_offset})")
 
     @property
     def name(self) -> str:
@@ -115,6 +138,9 @@ class PartitionLog:
         active.restore_roll_clock(self._now_ms())
         self.log_end_offset = active.next_offset
         self.log_start_offset = min(max(checkpoint, self.segments[0].base_offset), self.log_end_offset)
+        self._load_leader_epochs()
+        if self._replicated:
+            self._load_high_watermark()
         self._load_producer_state()
         log.debug("%s: loaded %d segments (recover=%s) in %.3fs, offsets %d..%d", self.name,
                   len(self.segments), recover, time.monotonic() - started,
@@ -167,6 +193,21 @@ class PartitionLog:
     def _write_log_start_checkpoint(self) -> None:
         atomic_write(self.directory / LOG_START_OFFSET_FILE, f"{self.log_start_offset}\n".encode())
 
+    def _load_leader_epochs(self) -> None:
+        """The epoch cache, cut to the loaded log (recovery may have truncated the tail)."""
+        path = self.directory / LEADER_EPOCH_FILE
+        try:
+            self.leader_epochs = LeaderEpochCache(path)
+        except ValueError as e:     # written atomically, so only a damaged disk gets here
+            log.error("%s: %s; rebuilding it from the batches' leader epochs", self.name, e)
+            remove_quietly(path)
+            self.leader_epochs = LeaderEpochCache(path)
+            for h in self._headers_from(self.log_start_offset):
+                if h.partition_leader_epoch >= 0:
+                    self.leader_epochs.assign(h.partition_leader_epoch, max(h.base_offset, self.log_start_offset))
+        self.leader_epochs.truncate_from_end(self.log_end_offset)
+        self.leader_epochs.truncate_from_start(self.log_start_offset)
+
     def _load_producer_state(self) -> None:
         snapshot = self.producers.load_snapshot(self.log_end_offset)
         start = snapshot if snapshot is not None else self.segments[0].base_offset
@@ -196,8 +237,14 @@ class PartitionLog:
         self.config = config
         self.active_segment.index_interval_bytes = config.index_interval_bytes
 
-    def append(self, records: bytes | bytearray | memoryview, now_ms: int | None = None) -> AppendResult:
-        """Validate, check producer sequences, assign offsets and write the batches of one request."""
+    def append(self, records: bytes | bytearray | memoryview, now_ms: int | None = None, *,
+               leader_epoch: int | None = None) -> AppendResult:
+        """Validate, check producer sequences, assign offsets and write the batches of one request.
+
+        `leader_epoch` (a replicated partition's leader): stamped into every batch and recorded in
+        `leader_epochs` as starting at this append's first offset if it is a new epoch. None: the
+        one-broker default, epoch 0 stamped and no epoch bookkeeping.
+        """
         if now_ms is None:
             now_ms = self._now_ms()
         cfg = self.config
@@ -220,7 +267,11 @@ class PartitionLog:
         self.producers.check_batches(headers)
         buf = bytearray(records)
         log_append_time = now_ms if cfg.message_timestamp_type == "LogAppendTime" else None
-        assign_offsets(buf, headers, self.log_end_offset, log_append_time)
+        if leader_epoch is None:
+            assign_offsets(buf, headers, self.log_end_offset, log_append_time)
+        else:
+            assign_offsets(buf, headers, self.log_end_offset, log_append_time, leader_epoch)
+            self.leader_epochs.assign(leader_epoch, self.log_end_offset)
         last_offset = headers[-1].last_offset
         segment = self._maybe_roll(len(buf), last_offset, now_ms)
         segment.append(buf, headers, now_ms)
@@ -234,6 +285,103 @@ class PartitionLog:
         return AppendResult(headers[0].base_offset, last_offset,
                             -1 if log_append_time is None else log_append_time,
                             self.log_start_offset, count)
+
+    def append_as_follower(self, records: bytes | bytearray | memoryview) -> AppendResult:
+        """Append batches copied from the leader (a Fetch response): offsets and epochs are kept.
+
+        Checks each batch's header and CRC32C, not its records nor the topic's size limit (the
+        leader accepted them, as Kafka's follower). The first batch must not start below the log end
+        offset and each batch must start above the previous one, else UnexpectedAppendOffsetError;
+        a start above the log end offset is accepted (compaction leaves gaps, as Kafka allows).
+        Producer state is applied without sequence checks (Kafka's replication origin); the leader
+        epoch cache learns each batch's partitionLeaderEpoch. A trailing partial batch is ignored;
+        with no whole batch, nothing is appended (record_count 0, base_offset the log end offset).
+        """
+        now_ms = self._now_ms()
+        view = memoryview(records)
+        whole = whole_batches_length(view)
+        if whole == 0:
+            return AppendResult(self.log_end_offset, self.log_end_offset - 1, -1, self.log_start_offset, 0)
+        headers = check_headers(view[:whole], INT32_MAX)
+        expected = self.log_end_offset
+        for h in headers:
+            if h.base_offset < expected or h.last_offset_delta < 0:
+                what = "the log end offset" if h is headers[0] else "the previous batch's next offset"
+                raise UnexpectedAppendOffsetError(
+                    f"follower append to {self.name}: batch at offset {h.base_offset} (last offset "
+                    f"{h.last_offset}) does not follow {what} {expected}", h.base_offset, expected)
+            expected = h.last_offset + 1
+        for h in headers:
+            if h.partition_leader_epoch >= 0:
+                self.leader_epochs.assign(h.partition_leader_epoch, h.base_offset)
+        count = 0
+        for chunk in _segment_chunks(headers, self.config.segment_bytes):
+            first, last = chunk[0], chunk[-1]
+            start, end = first.position, last.position + last.size
+            for h in chunk:
+                h.position -= start
+            self.log_end_offset = first.base_offset     # above the end across a gap: a roll starts there
+            segment = self._maybe_roll(end - start, last.last_offset, now_ms)
+            segment.append(view[start:end], chunk, now_ms)
+            for h in chunk:
+                self.producers.update(h, now_ms)
+                count += h.records_count
+            self.log_end_offset = last.last_offset + 1
+        self._unflushed_messages += count
+        if self._unflushed_messages >= self.config.flush_messages:
+            self.flush()
+        return AppendResult(headers[0].base_offset, headers[-1].last_offset, -1, self.log_start_offset, count)
+
+    # --- high watermark ---------------------------------------------------------------------------
+
+    @property
+    def replicated(self) -> bool:
+        """Whether other replicas decide the high watermark (cluster mode); False: it is the log end."""
+        return self._replicated
+
+    @replicated.setter
+    def replicated(self, value: bool) -> None:
+        if value and not self._replicated:
+            self._replicated = True
+            self._load_high_watermark()
+        elif not value:
+            self._replicated = False
+
+    @property
+    def high_watermark(self) -> int:
+        """The offset below which records are committed (readable by consumers)."""
+        return self._high_watermark if self._replicated else self.log_end_offset
+
+    def update_high_watermark(self, offset: int) -> int:
+        """Move the high watermark forward to `offset`, clamped to [log start, log end]; returns it.
+
+        A lower value is ignored (only truncation moves it down). No-op without replication."""
+        if not self._replicated:
+            return self.log_end_offset
+        offset = min(max(offset, self.log_start_offset), self.log_end_offset)
+        if offset > self._high_watermark:
+            self._high_watermark = offset
+        return self._high_watermark
+
+    def checkpoint_high_watermark(self) -> None:
+        """Write the high watermark to `high-watermark.checkpoint` if it changed since the last write."""
+        if not self._replicated or self._high_watermark == self._high_watermark_written:
+            return
+        atomic_write(self.directory / HIGH_WATERMARK_FILE, f"{self._high_watermark}\n".encode())
+        self._high_watermark_written = self._high_watermark
+
+    def _load_high_watermark(self) -> None:
+        """The checkpointed high watermark clamped to the log (the log start offset without one, as Kafka)."""
+        path = self.directory / HIGH_WATERMARK_FILE
+        stored = self.log_start_offset
+        try:
+            stored = int(path.read_text().strip())
+            self._high_watermark_written = stored
+        except FileNotFoundError:
+            pass
+        except ValueError:
+            log.warning("%s: unreadable %s; starting from the log start offset", self.name, HIGH_WATERMARK_FILE)
+        self._high_watermark = min(max(stored, self.log_start_offset), self.log_end_offset)
 
     def _maybe_roll(self, incoming: int, last_offset: int, now_ms: int) -> LogSegment:
         seg = self.active_segment
@@ -270,6 +418,8 @@ class PartitionLog:
         for seg in self.segments:
             if seg.dirty:
                 seg.flush()
+        if self._replicated:
+            self.checkpoint_high_watermark()
         self._unflushed_messages = 0
         self._last_flush_ms = self._now_ms()
 
@@ -286,15 +436,34 @@ class PartitionLog:
                 f"offset {offset} is out of range for {self.name}: "
                 f"log start offset {self.log_start_offset}, log end offset {self.log_end_offset}")
 
-    def read(self, offset: int, max_bytes: int, min_one_batch: bool = True) -> FetchSlice:
-        """Whole batches from the one holding `offset`, within one segment, up to `max_bytes`."""
+    def read(self, offset: int, max_bytes: int, min_one_batch: bool = True, *,
+             max_offset: int | None = None) -> FetchSlice:
+        """Whole batches from the one holding `offset`, within one segment, up to `max_bytes`.
+
+        `max_offset` (a consumer's fetch: the high watermark) keeps only batches whose last offset
+        is below it; from `max_offset` up to the log end offset the answer is empty, not an error.
+        """
         self._check_range(offset)
         active = self.active_segment
-        if offset < self.log_end_offset:
-            for seg in self.segments.from_offset(offset):
+        end = self.log_end_offset
+        if max_offset is not None and max_offset < end:
+            end = max_offset
+        else:
+            max_offset = None
+        if offset < end:
+            segments = self.segments.from_offset(offset)
+            for i, seg in enumerate(segments):
                 found = seg.read_slice(offset, max_bytes, min_one_batch)
-                if found is not None:
-                    return FetchSlice(seg.fd, found[0], found[1], seg.base_offset)
+                if found is None:
+                    continue
+                position, length = found
+                if max_offset is not None and (i + 1 == len(segments) or segments[i + 1].base_offset > max_offset):
+                    cut = seg.find_batch(max_offset)      # the first batch reaching max_offset
+                    if cut is not None and cut.position < position + length:
+                        length = max(cut.position - position, 0)
+                if length == 0 and max_offset is not None:
+                    break
+                return FetchSlice(seg.fd, position, length, seg.base_offset)
         return FetchSlice(active.fd, active.size, 0, active.base_offset)
 
     def offset_for_timestamp(self, timestamp_ms: int) -> tuple[int, int] | None:
@@ -327,15 +496,17 @@ class PartitionLog:
 
     def delete_records_before(self, offset: int) -> int:
         """DeleteRecords: make `offset` (-1: the high watermark) the log start offset; returns it."""
+        high_watermark = self.high_watermark
         if offset == -1:
-            offset = self.log_end_offset
-        if offset < 0 or offset > self.log_end_offset:
+            offset = high_watermark
+        if offset < 0 or offset > high_watermark:
             raise OffsetOutOfRangeError(
                 f"cannot delete records before offset {offset} of {self.name}: "
-                f"log end offset is {self.log_end_offset}")
+                f"high watermark is {high_watermark}, log end offset {self.log_end_offset}")
         if offset > self.log_start_offset:
             self.log_start_offset = offset
             self._write_log_start_checkpoint()
+            self.leader_epochs.truncate_from_start(offset)
             now = self._now_ms()
             self._delete_prefix(lambda seg, next_base: next_base <= offset, now, "log start offset")
         return self.log_start_offset
@@ -364,18 +535,82 @@ class PartitionLog:
         if deleted and self.segments[0].base_offset > self.log_start_offset:
             self.log_start_offset = self.segments[0].base_offset
             self._write_log_start_checkpoint()
+            self.leader_epochs.truncate_from_start(self.log_start_offset)
         return deleted
 
     def _delete_prefix(self, predicate: Callable[[LogSegment, int], bool], now_ms: int, why: str) -> int:
-        """Delete the oldest non-active segments while `predicate(segment, next_base_offset)` holds."""
+        """Delete the oldest non-active segments while `predicate(segment, next_base_offset)` holds
+        (never one holding offsets at or above the high watermark)."""
         count = 0
-        while len(self.segments) > 1 and predicate(self.segments[0], self.segments[1].base_offset):
-            seg = self.segments.pop_first()
-            seg.mark_deleted()
-            self._pending_deletes.append((now_ms + self.config.file_delete_delay_ms, seg))
-            log.info("%s: deleted segment %d (%s)", self.name, seg.base_offset, why)
+        high_watermark = self.high_watermark
+        while (len(self.segments) > 1 and self.segments[1].base_offset <= high_watermark
+               and predicate(self.segments[0], self.segments[1].base_offset)):
+            self._schedule_delete(self.segments.pop_first(), now_ms, why)
             count += 1
         return count
+
+    # --- truncation (replication) ----------------------------------------------------------------
+
+    def truncate_to(self, offset: int) -> int:
+        """Remove every batch at or above `offset`; returns the new log end offset.
+
+        Whole batches go (Kafka's LogSegment.truncateTo): the log ends where the first batch whose
+        last offset is >= `offset` began. Later segments are deleted, the one holding that batch is
+        cut (log and both indexes); the epoch cache, high watermark and producer state follow the new
+        end. At or past the log end nothing changes; below the first segment the log is emptied
+        and starts at `offset` (`truncate_fully_and_start_at`).
+        """
+        if offset < 0:
+            raise ValueError(f"cannot truncate {self.name} to negative offset {offset}")
+        if offset >= self.log_end_offset:
+            return self.log_end_offset
+        if offset < self.segments[0].base_offset:
+            self.truncate_fully_and_start_at(offset)
+            return self.log_end_offset
+        now_ms = self._now_ms()
+        while self.active_segment.base_offset > offset:
+            self._schedule_delete(self.segments.pop_last(), now_ms, f"truncation to {offset}")
+        active = self.active_segment
+        old_end = self.log_end_offset
+        self.log_end_offset = active.truncate_to_offset(offset)
+        active.restore_roll_clock(now_ms)
+        self._after_truncation()
+        log.info("%s: truncated to offset %d: log end offset %d -> %d", self.name, offset, old_end,
+                 self.log_end_offset)
+        return self.log_end_offset
+
+    def truncate_fully_and_start_at(self, offset: int) -> None:
+        """Delete every segment and start empty at `offset`: log start = high watermark = log end.
+
+        For a follower below the leader's log start offset. The epoch cache and producer state are cleared.
+        """
+        if offset < 0:
+            raise ValueError(f"cannot start {self.name} at negative offset {offset}")
+        now_ms = self._now_ms()
+        while self.segments:
+            self._schedule_delete(self.segments.pop_last(), now_ms, f"truncation to start at {offset}")
+        self._add_segment(self._open_segment(offset, jitter=True))
+        self.log_end_offset = self.log_start_offset = offset
+        self._write_log_start_checkpoint()
+        self.leader_epochs.clear()
+        self.producers.truncate_fully()
+        self._high_watermark = offset
+        log.info("%s: emptied, starting at offset %d", self.name, offset)
+
+    def _after_truncation(self) -> None:
+        end = self.log_end_offset
+        if self.log_start_offset > end:
+            self.log_start_offset = end
+            self._write_log_start_checkpoint()
+        self.leader_epochs.truncate_from_end(end)
+        self._high_watermark = min(max(self._high_watermark, self.log_start_offset), end)
+        self._load_producer_state()     # snapshots above the end go; replay from the newest one left
+
+    def _schedule_delete(self, seg: LogSegment, now_ms: int, why: str) -> None:
+        """Rename a removed segment's files to `*.deleted`; they go after file.delete.delay.ms."""
+        seg.mark_deleted()
+        self._pending_deletes.append((now_ms + self.config.file_delete_delay_ms, seg))
+        log.info("%s: deleted segment %d (%s)", self.name, seg.base_offset, why)
 
     def replace_segments(self, old: list[LogSegment], swap_path: Path) -> LogSegment:
         """Log cleaner: swap consecutive sealed segments `old` for the cleaned file `swap_path`.
@@ -433,6 +668,21 @@ class PartitionLog:
         self._close_files()
         shutil.rmtree(self.directory, ignore_errors=True)
         log.info("%s: deleted partition directory %s", self.name, self.directory)
+
+
+def _segment_chunks(headers: list[BatchHeader], segment_bytes: int) -> Iterator[list[BatchHeader]]:
+    """Consecutive batches in groups that each fit one segment (a larger batch alone), by size and
+    by relative offset (int32 from the group's first offset)."""
+    group: list[BatchHeader] = []
+    size = 0
+    for h in headers:
+        if group and (size + h.size > segment_bytes or h.last_offset - group[0].base_offset > INT32_MAX):
+            yield group
+            group, size = [], 0
+        group.append(h)
+        size += h.size
+    if group:
+        yield group
 
 
 def _timestamp_range(cfg: TopicConfig, now_ms: int) -> tuple[int, int]:
