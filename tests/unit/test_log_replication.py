@@ -434,3 +434,27 @@ def test_truncate_fully_and_start_at_empties_the_log_at_any_offset(tmp_path):
     assert (again.log_start_offset, again.log_end_offset, again.high_watermark) == (1000, 1001, 1000)
     assert again.leader_epochs.entries == [(4, 1000)]
     assert offsets_in(again.read(1000, 100_000)) == [1000]
+
+
+# --- log start offset and the epoch cache -----------------------------------------------------------
+
+def test_a_higher_log_start_offset_moves_the_first_epoch_start(tmp_path):
+    plog = open_log(tmp_path, replicated=True)
+    fill(plog, [3], epoch=1)
+    fill(plog, [3], epoch=2)
+    fill(plog, [3], epoch=3)
+    plog.update_high_watermark(9)
+    plog.delete_records_before(4)
+    assert plog.leader_epochs.entries == [(2, 4), (3, 6)]
+    assert plog.leader_epochs.end_offset_for(1, 9) == (1, 4)
+
+
+def test_truncating_below_the_log_start_offset_lowers_it_to_the_new_end(tmp_path):
+    plog = open_log(tmp_path, replicated=True)
+    fill(plog, [5, 5], epoch=1)
+    plog.update_high_watermark(10)
+    plog.delete_records_before(7)                       # inside the batch 5-9
+    assert plog.truncate_to(8) == 5
+    assert (plog.log_start_offset, plog.high_watermark, plog.log_end_offset) == (5, 5, 5)
+    plog.close()
+    assert open_log(tmp_path, replicated=True).log_start_offset == 5
