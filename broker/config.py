@@ -122,7 +122,25 @@ BROKER_SETTINGS: dict[str, tuple[Any, Callable[[Any], Any], str]] = {
     "group.initial.rebalance.delay.ms": (3000, _int, "Wait for more members before the first rebalance."),
     "group.min.session.timeout.ms": (6000, _int, "Smallest session timeout a member may ask for."),
     "group.max.session.timeout.ms": (1800000, _int, "Largest session timeout a member may ask for."),
-    "zookeeper.connect": (None, _str, "ZooKeeper connect string; unset runs the embedded single broker."),
+    "zookeeper.connect": (None, _str, "ZooKeeper connect string (host:port[,host:port][/chroot]); set, the broker "
+                          "joins a cluster (cluster mode); unset runs the embedded single broker."),
+    "zookeeper.session.timeout.ms": (18000, _int, "ZooKeeper session timeout: a broker silent this long is dead."),
+    "zookeeper.connection.timeout.ms": (None, _int, "Wait this long for a ZooKeeper session at start "
+                                        "(default: zookeeper.session.timeout.ms)."),
+    "replica.lag.time.max.ms": (30000, _int, "A follower that has not caught up for this long leaves the ISR."),
+    "replica.fetch.wait.max.ms": (500, _int, "Longest a follower's fetch waits at the leader for new data."),
+    "replica.fetch.max.bytes": (1048576, _int, "Bytes a follower asks for per partition per fetch."),
+    "replica.fetch.response.max.bytes": (10485760, _int, "Bytes a follower asks for per fetch."),
+    "replica.fetch.backoff.ms": (1000, _int, "Pause of a follower after a failed fetch."),
+    "replica.high.watermark.checkpoint.interval.ms": (5000, _int, "How often high watermarks are checkpointed."),
+    "offsets.topic.replication.factor": (3, _int, "Replication factor of __consumer_offsets (cluster mode)."),
+    "offsets.commit.timeout.ms": (5000, _int, "An offset commit waits this long for every in-sync replica "
+                                  "of its __consumer_offsets partition (cluster mode)."),
+    "auto.leader.rebalance.enable": (True, _bool, "The controller moves leadership back to preferred replicas."),
+    "leader.imbalance.check.interval.seconds": (300, _int, "How often the controller checks preferred leaders."),
+    "controlled.shutdown.enable": (True, _bool, "On SIGTERM, move leadership away before stopping (cluster mode)."),
+    "controlled.shutdown.timeout.ms": (30000, _int, "Longest a controlled shutdown waits for leadership to move "
+                                       "(pylog's; Kafka counts retries)."),
     # Kafka's other topic defaults: accepted and reported as Kafka does; enforced where pylog has the feature
     "log.message.timestamp.before.max.ms": (LONG_MAX, _int, "Reject records this much older than the broker's clock "
                                             "(topic: message.timestamp.before.max.ms)."),
@@ -136,7 +154,8 @@ BROKER_SETTINGS: dict[str, tuple[Any, Callable[[Any], Any], str]] = {
     "log.cleaner.min.compaction.lag.ms": (0, _int, "Accepted; pylog's cleaner compacts only sealed segments "
                                           "(topic: min.compaction.lag.ms)."),
     "log.cleaner.max.compaction.lag.ms": (LONG_MAX, _int, "Accepted (topic: max.compaction.lag.ms)."),
-    "unclean.leader.election.enable": (False, _bool, "Accepted; one broker has no other replica to elect."),
+    "unclean.leader.election.enable": (False, _bool, "Elect a replica outside the ISR when no ISR replica is live "
+                                       "(acknowledged records may be lost)."),
     "log.preallocate": (False, _bool, "Accepted; segment files are not preallocated (topic: preallocate)."),
     "log.message.downconversion.enable": (True, _bool, "Accepted; pylog serves record batch v2 only."),
     "log.message.format.version": ("3.0-IV1", _str, "Accepted; pylog writes record batch v2 only."),

@@ -167,3 +167,43 @@ class UnknownTopicIdError(KafkaError):
 # --- Consumer groups (broker/groups) ---------------------------------------------------------
 
 
+
+
+# ---------------------------------------------------------------- cluster mode (replication)
+
+class NotLeaderOrFollowerError(KafkaError):
+    """This broker does not lead the partition (any more): the client refreshes its metadata."""
+
+    code = ErrorCode.not_leader_or_follower
+
+
+class LeaderNotAvailableError(KafkaError):
+    """The partition has no live leader right now (an election is under way, or every ISR replica is down)."""
+
+    code = ErrorCode.leader_not_available
+
+
+class NotEnoughReplicasError(KafkaError):
+    """acks=all with fewer in-sync replicas than min.insync.replicas: nothing was written."""
+
+    code = ErrorCode.not_enough_replicas
+
+
+class NotEnoughReplicasAfterAppendError(KafkaError):
+    """acks=all: written by the leader, but the ISR shrank below min.insync.replicas before it was replicated."""
+
+    code = ErrorCode.not_enough_replicas_after_append
+
+
+class RequestTimedOutError(KafkaError):
+    """acks=all: the in-sync replicas did not all have the records within the request's timeout."""
+
+    code = ErrorCode.request_timed_out
+
+
+class ReplicaNotAvailableError(KafkaError):
+    code = ErrorCode.replica_not_available
+
+
+class NotControllerError(KafkaError):
+    code = ErrorCode.not_controller

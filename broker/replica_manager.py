@@ -1,27 +1,40 @@
 """The partitions this broker leads: topic lifecycle, appends, reads and fetch waiters.
 
 Owns the link between topic metadata (`TopicRegistry`) and storage (`LogManager`), automatic topic
-creation, and waking long-polling fetches when data arrives. API handlers call this; it never
-sees protocol types or sockets.
+creation, and waking long-polling fetches when data arrives (or, in cluster mode, when the high
+watermark moves). API handlers call this; it never sees protocol types or sockets.
+
+In cluster mode (`attach_cluster`) topics live in ZooKeeper: creation, deletion and partition
+increases are written there through the cluster node and reach the local registry and logs when
+the cluster view says so; appends and client reads go to the partition's leader only
+(`replication.Replication` decides roles, epochs, the ISR and the high watermark).
 """
 from __future__ import annotations
 
 import asyncio
 import logging
 import resource
-from typing import Iterable, Mapping
+import uuid
+from typing import TYPE_CHECKING, Iterable, Mapping
 
 from broker.cluster.topic_registry import TopicInfo, TopicRegistry
 from broker.config import BrokerConfig, TopicConfig
 from broker.errors import (
+    FencedLeaderEpochError,
     InvalidConfigError,
     InvalidReplicationFactorError,
     PolicyViolationError,
     TopicDeletionDisabledError,
+    UnknownLeaderEpochError,
     UnknownTopicOrPartitionError,
 )
+from broker.log.constants import LEADER_EPOCH
 from broker.log.log_manager import LogManager
 from broker.log.partition_log import AppendResult, PartitionLog
+
+if TYPE_CHECKING:
+    from broker.cluster.cluster_node import ClusterNode
+    from broker.replication.manager import Replication
 
 log = logging.getLogger(__name__)
 
@@ -37,6 +50,12 @@ class ReplicaManager:
         self.registry = registry
         self.logs = logs
         self._waiters: dict[TopicPartition, set[asyncio.Future[None]]] = {}
+        self.cluster: "ClusterNode | None" = None
+        self.replication: "Replication | None" = None
+
+    def attach_cluster(self, cluster: "ClusterNode", replication: "Replication") -> None:
+        self.cluster = cluster
+        self.replication = replication
 
     def startup(self) -> None:
         self.logs.startup(self.registry.configs())
@@ -57,6 +76,13 @@ class ReplicaManager:
     ) -> TopicInfo | TopicConfig:
         count = self.config["num.partitions"] if partitions in (None, -1) else partitions
         rf = self.config["default.replication.factor"] if replication_factor in (None, -1) else replication_factor
+        if self.cluster is not None:
+            config = self.registry.check_new(name, count, overrides)
+            assignment = self.cluster.create_topic(name, count, rf, overrides, validate_only)
+            if validate_only:
+                return config
+            return TopicInfo(name, assignment.topic_id or uuid.UUID(int=0), count, dict(overrides),
+                             name.startswith("__"))
         if rf != 1:
             raise InvalidReplicationFactorError(
                 f"Replication factor {rf} is larger than the number of available brokers (1)."
@@ -103,12 +129,18 @@ class ReplicaManager:
     def delete_topic(self, name: str) -> None:
         if not self.config["delete.topic.enable"]:
             raise TopicDeletionDisabledError("Topic deletion is disabled (delete.topic.enable=false)")
+        if self.cluster is not None:
+            self.cluster.delete_topic(name)        # the controller deletes; every broker follows the view
+            return
         info = self.registry.delete(name)
         self.logs.delete_topic(name)
         for p in range(info.partitions):
             self._wake((name, p))
 
     def create_partitions(self, name: str, count: int, validate_only: bool = False) -> None:
+        if self.cluster is not None:
+            self.cluster.create_partitions(name, count, validate_only)
+            return
         info = self.registry.check_partition_increase(name, count)
         old = info.partitions
         self.check_room_for(count - old)
@@ -145,10 +177,41 @@ class ReplicaManager:
             raise UnknownTopicOrPartitionError(f"Partition {topic}-{partition} is not hosted here")
         return plog
 
-    def append(self, topic: str, partition: int, records: bytes | bytearray | memoryview) -> AppendResult:
-        result = self.partition(topic, partition).append(records)
+    def leader_log(self, topic: str, partition: int, current_leader_epoch: int = -1) -> PartitionLog:
+        """The log of a partition this broker leads, for a client's request naming the epoch it knows
+        (-1: none); NOT_LEADER_OR_FOLLOWER, LEADER_NOT_AVAILABLE or FENCED/UNKNOWN_LEADER_EPOCH otherwise."""
+        if self.replication is not None:
+            return self.replication.leader_role(topic, partition, current_leader_epoch).log
+        check_leader_epoch(current_leader_epoch, LEADER_EPOCH)
+        return self.partition(topic, partition)
+
+    def leader_epoch(self, topic: str, partition: int) -> int:
+        if self.replication is not None:
+            return self.replication.leader_role(topic, partition).leader_epoch
+        return LEADER_EPOCH
+
+    def append(self, topic: str, partition: int, records: bytes | bytearray | memoryview,
+               acks: int = 1) -> AppendResult:
+        """Append as the partition's leader. acks=-1 in cluster mode first checks min.insync.replicas."""
+        if self.replication is None:
+            result = self.partition(topic, partition).append(records)
+            self._wake((topic, partition))
+            return result
+        role = self.replication.leader_role(topic, partition)
+        if acks == -1:
+            self.replication.check_min_isr(role)
+        result = role.log.append(records, leader_epoch=role.leader_epoch)
+        self.replication.after_append(role)
         self._wake((topic, partition))
         return result
+
+    def wait_replicated(self, topic: str, partition: int, end_offset: int,
+                        timeout_ms: int) -> "asyncio.Future[None] | None":
+        """acks=-1: None if every in-sync replica has the records below `end_offset`, else a future for it."""
+        if self.replication is None:
+            return None
+        role = self.replication.leader_role(topic, partition)
+        return self.replication.wait_replicated(role, end_offset, timeout_ms)
 
     # -- long poll support
     def waiter(self, partitions: Iterable[TopicPartition]) -> asyncio.Future[None]:
@@ -166,6 +229,10 @@ class ReplicaManager:
                 if not s:
                     del self._waiters[tp]
 
+    def wake(self, tp: TopicPartition) -> None:
+        """New records became readable in `tp` (an append, or a high watermark that moved)."""
+        self._wake(tp)
+
     def _wake(self, tp: TopicPartition) -> None:
         waiters = self._waiters.pop(tp, None)
         if waiters:
@@ -179,6 +246,14 @@ class ReplicaManager:
 
     def shutdown(self) -> None:
         self.logs.shutdown()
+
+
+def check_leader_epoch(current_leader_epoch: int, leader_epoch: int) -> None:
+    """KIP-320: a request naming the leader epoch it knows (-1: none) must name the current one."""
+    if current_leader_epoch > leader_epoch:
+        raise UnknownLeaderEpochError(f"leader epoch {current_leader_epoch} is newer than {leader_epoch}")
+    if 0 <= current_leader_epoch < leader_epoch:
+        raise FencedLeaderEpochError(f"leader epoch {current_leader_epoch} is older than {leader_epoch}")
 
 
 def parse_config_entries(entries: Iterable[tuple[str, str | None]]) -> dict[str, str]:

@@ -22,12 +22,15 @@ from pathlib import Path
 
 from broker import dynamic_configs
 from broker.apis.registry import API_TABLE
+from broker.cluster.cluster_node import ClusterNode, node_settings
+from broker.cluster.cluster_view import ClusterView
 from broker.cluster.producer_ids import ProducerIdManager
 from broker.cluster.topic_registry import TopicRegistry
 from broker.config import BrokerConfig
 from broker.connection import Connection
 from broker.context import BrokerContext
 from broker.fetch_sessions import FetchSessionCache
+from broker.groups.offset_store import OFFSETS_TOPIC
 from broker.groups.service import GroupService
 from broker.log.cleaner import LogCleaner
 from broker.log.log_manager import LogManager
@@ -35,6 +38,7 @@ from broker.protocol.codec import preload_schemas
 from broker.protocol.framing import RequestMemoryPool
 from broker.quiet_logging import quiet
 from broker.replica_manager import ReplicaManager
+from broker.replication.manager import Replication
 
 log = logging.getLogger(__name__)
 slow_log = quiet(logging.getLogger(__name__ + ".limits"))
@@ -70,6 +74,7 @@ class BrokerServer:
         self.ctx: BrokerContext | None = None
         self._cleaner: LogCleaner | None = None
         self.port: int = config["port"]
+        self.cluster: ClusterNode | None = None
 
     # -- lifecycle
     def _lock_data_dir(self) -> None:
@@ -104,7 +109,7 @@ class BrokerServer:
         LogCleaner.recover_swaps(self.data_dir)
         replicas.startup()
         self._cleaner = LogCleaner(logs, enabled=cfg["log.cleaner.enable"], backoff_ms=cfg["log.cleaner.backoff.ms"])
-        groups = GroupService(cfg, replicas, time.time)
+        groups = GroupService(cfg, replicas, time.time, cluster=bool(cfg["zookeeper.connect"]))
         groups.startup()
         preload_schemas((a.key, v) for a in API_TABLE.values() for v in range(a.min_version, a.max_version + 1))
         loop = asyncio.get_running_loop()
@@ -112,11 +117,17 @@ class BrokerServer:
             lambda: Connection(self), host=cfg["host.name"], port=cfg["port"], backlog=1024
         )
         self.port = self._server.sockets[0].getsockname()[1]
+        cluster_id = load_cluster_id(self.data_dir, cfg["broker.id"])
+        producer_ids = ProducerIdManager(self.data_dir)
+        if cfg["zookeeper.connect"]:
+            node = await self._join_cluster(replicas, groups)
+            cluster_id = await asyncio.to_thread(node.cluster_id, cluster_id)
+            producer_ids = ProducerIdManager(self.data_dir, block_source=node.producer_id_block)
         self.ctx = BrokerContext(
             config=cfg,
             replicas=replicas,
-            producer_ids=ProducerIdManager(self.data_dir),
-            cluster_id=load_cluster_id(self.data_dir, cfg["broker.id"]),
+            producer_ids=producer_ids,
+            cluster_id=cluster_id,
             node_id=cfg["broker.id"],
             host=cfg.advertised_host,
             port=cfg["advertised.port"] or self.port,
@@ -129,6 +140,51 @@ class BrokerServer:
             "pylog broker %d listening on %s:%d, data in %s, %d partitions, started in %.2fs",
             cfg["broker.id"], cfg["host.name"], self.port, self.data_dir, len(logs.all_logs()), time.monotonic() - started,
         )
+
+    async def _join_cluster(self, replicas: ReplicaManager, groups: GroupService) -> ClusterNode:
+        """Cluster mode: register in ZooKeeper, follow the cluster view, take partition roles from it."""
+        cfg = self.config
+        loop = asyncio.get_running_loop()
+        pending = False
+
+        def apply_view() -> None:
+            nonlocal pending
+            pending = False
+            if replicas.replication is not None and replicas.cluster is not None:
+                replicas.replication.apply(replicas.cluster.view)
+
+        def on_view(_view: ClusterView) -> None:      # kazoo's thread: coalesce, then apply on the loop
+            nonlocal pending
+            if not pending:
+                pending = True
+                loop.call_soon_threadsafe(apply_view)
+
+        node = ClusterNode(cfg["zookeeper.connect"], cfg["broker.id"], cfg.advertised_host,
+                           cfg["advertised.port"] or self.port, on_view=on_view, **node_settings(cfg))
+        replication = Replication(cfg["broker.id"], cfg, replicas, node.write_isr, replicas.wake)
+        replication.on_leadership(OFFSETS_TOPIC, groups.on_offsets_partition)
+        await asyncio.to_thread(node.start)
+        self.cluster = node
+        replicas.attach_cluster(node, replication)
+        replication.start()
+        apply_view()
+        log.info("broker %d joined the cluster at %s (%d live brokers, controller %d)", cfg["broker.id"],
+                 cfg["zookeeper.connect"], len(node.view.brokers), node.view.controller_id)
+        return node
+
+    async def controlled_shutdown(self) -> None:
+        """Cluster mode, controlled.shutdown.enable: move this broker's leaderships away before stopping."""
+        node = self.cluster
+        if node is None or not self.config["controlled.shutdown.enable"]:
+            return
+        timeout_s = self.config["controlled.shutdown.timeout.ms"] / 1000.0
+        started = time.monotonic()
+        moved = await asyncio.to_thread(node.controlled_shutdown, timeout_s)
+        if moved:
+            log.info("controlled shutdown: leadership moved away in %.2fs", time.monotonic() - started)
+        else:
+            log.warning("controlled shutdown: this broker still leads partitions after %.0fs; stopping anyway",
+                        timeout_s)
 
     async def stop(self) -> None:
         if self._server is not None:
@@ -145,6 +201,10 @@ class BrokerServer:
         if self.ctx is not None:
             if self.ctx.groups is not None:
                 self.ctx.groups.shutdown()
+            if self.ctx.replicas.replication is not None:
+                await self.ctx.replicas.replication.stop()
+            if self.cluster is not None:
+                await asyncio.to_thread(self.cluster.stop)
             self.ctx.replicas.shutdown()
         if self._lock_fd is not None:
             os.close(self._lock_fd)
@@ -158,6 +218,8 @@ class BrokerServer:
         idle_s = self.config["connections.max.idle.ms"] / 1000.0
         arrival_s = self.config["request.arrival.timeout.ms"] / 1000.0
         next_retention = time.monotonic() + retention_every
+        hw_every = self.config["replica.high.watermark.checkpoint.interval.ms"] / 1000.0
+        next_hw_checkpoint = time.monotonic() + hw_every
         while True:
             await asyncio.sleep(HOUSEKEEPING_TICK_S)
             now_ms = self.ctx.now_ms()
@@ -167,6 +229,10 @@ class BrokerServer:
                 replicas.logs.purge_deleted_files(now_ms)
                 if self._cleaner is not None:
                     self._cleaner.maybe_clean(now_ms)
+                if self.cluster is not None and time.monotonic() >= next_hw_checkpoint:
+                    next_hw_checkpoint = time.monotonic() + hw_every
+                    for plog in replicas.logs.all_logs():
+                        plog.checkpoint_high_watermark()
                 if time.monotonic() >= next_retention:
                     next_retention = time.monotonic() + retention_every
                     deleted = replicas.run_retention(now_ms)
@@ -214,5 +280,6 @@ async def serve(config: BrokerConfig, ready: asyncio.Event | None = None) -> Non
         ready.set()
     try:
         await stop.wait()
+        await server.controlled_shutdown()
     finally:
         await server.stop()

@@ -1,6 +1,7 @@
 """Topic administration: CreateTopics, DeleteTopics, CreatePartitions and DeleteRecords."""
 from __future__ import annotations
 
+import asyncio
 import uuid
 from typing import Any
 
@@ -15,7 +16,7 @@ from broker.errors import (
     PolicyViolationError,
     UnknownTopicIdError,
 )
-from broker.protocol.builder import build
+from broker.protocol.builder import build, ms
 from broker.protocol.codec import Request, response_schema
 from broker.replica_manager import MAX_PARTITIONS_PER_REQUEST, parse_config_entries
 
@@ -39,6 +40,12 @@ def _check_brokers(ctx: BrokerContext, name: str, assignments: Any) -> None:
             raise InvalidReplicaAssignmentError(
                 f"Replica assignment {list(a.broker_ids)} for topic '{name}' names brokers other than this one ({ctx.node_id})"
             )
+
+
+def _replication_factor(ctx: BrokerContext, requested: int) -> int:
+    if ctx.replicas.cluster is None:
+        return 1
+    return int(ctx.config["default.replication.factor"]) if requested in (None, -1) else requested
 
 
 def _too_many_partitions(total: int) -> PolicyViolationError | None:
@@ -83,7 +90,7 @@ def handle_create_topics(ctx: BrokerContext, req: Request) -> Any:
                 partitions = result.partitions
             entry.update(
                 num_partitions=partitions if partitions not in (None, -1) else ctx.config["num.partitions"],
-                replication_factor=1,
+                replication_factor=_replication_factor(ctx, t.replication_factor),
                 configs=[
                     {"name": k, "value": str(config.value_of(k)), "read_only": False, "is_sensitive": False,
                      "config_source": CONFIG_SOURCE_DYNAMIC_TOPIC if k in overrides else CONFIG_SOURCE_DEFAULT}
@@ -93,7 +100,25 @@ def handle_create_topics(ctx: BrokerContext, req: Request) -> Any:
         except Exception as e:  # noqa: BLE001
             entry["error_code"], entry["error_message"] = error_result(e)
         results.append(entry)
-    return build(response_schema(19, req.api_version), {"throttle_time": 0, "topics": results})
+    response = build(response_schema(19, req.api_version), {"throttle_time": 0, "topics": results})
+    created = [r["name"] for r in results if r["error_code"] == ErrorCode.none]
+    if ctx.replicas.cluster is None or validate_only or not created:
+        return response
+    return _when_led(ctx, created, ms(body.timeout), response)
+
+
+async def _when_led(ctx: BrokerContext, topics: list[str], timeout_ms: int, response: Any) -> Any:
+    """Cluster mode: answer once every partition of the new topics has a leader in this broker's view
+    (Kafka's CreateTopics waits the same way), or when the request's timeout is up."""
+    deadline = asyncio.get_running_loop().time() + min(max(timeout_ms, 0), 30_000) / 1000.0
+    while asyncio.get_running_loop().time() < deadline:
+        view = ctx.replicas.replication.view if ctx.replicas.replication is not None else None
+        if view is not None and all(
+                view.partitions_of(t) > 0 and all(view.leader(t, p) >= 0 for p in range(view.partitions_of(t)))
+                for t in topics):
+            break
+        await asyncio.sleep(0.02)
+    return response
 
 
 def handle_delete_topics(ctx: BrokerContext, req: Request) -> Any:
@@ -143,7 +168,7 @@ def handle_delete_records(ctx: BrokerContext, req: Request) -> Any:
         for p in t.partitions:
             entry: dict[str, Any] = {"partition_index": p.partition_index, "low_watermark": -1, "error_code": ErrorCode.none}
             try:
-                entry["low_watermark"] = ctx.replicas.partition(t.name, p.partition_index).delete_records_before(p.offset)
+                entry["low_watermark"] = ctx.replicas.leader_log(t.name, p.partition_index).delete_records_before(p.offset)
             except Exception as e:  # noqa: BLE001
                 entry["error_code"], _ = error_result(e)
             parts.append(entry)

@@ -14,22 +14,10 @@ from typing import Any, Awaitable
 
 from broker.apis.common import error_result, field
 from broker.context import BrokerContext
-from broker.errors import (
-    ErrorCode,
-    FencedLeaderEpochError,
-    UnknownLeaderEpochError,
-    UnknownTopicOrPartitionError,
-)
+from broker.errors import ErrorCode, UnknownTopicOrPartitionError
 from broker.fetch_sessions import FINAL_EPOCH, FetchContext, Wanted
-from broker.log.constants import LEADER_EPOCH
 
 
-def check_leader_epoch(current_leader_epoch: int) -> None:
-    """KIP-320: a request naming the leader epoch it knows (-1: none) must name the current one."""
-    if current_leader_epoch > LEADER_EPOCH:
-        raise UnknownLeaderEpochError(f"leader epoch {current_leader_epoch} is newer than {LEADER_EPOCH}")
-    if 0 <= current_leader_epoch < LEADER_EPOCH:
-        raise FencedLeaderEpochError(f"leader epoch {current_leader_epoch} is older than {LEADER_EPOCH}")
 from broker.protocol.builder import ms
 from broker.protocol.codec import Request
 from broker.protocol.fetch_response import PartitionData, encode_fetch_response, records_length
@@ -45,23 +33,32 @@ def _context(ctx: BrokerContext, body: Any) -> FetchContext:
     return ctx.fetch_sessions.resolve(field(body, "session_id", 0), epoch, requested, forgotten, ctx.now_ms())
 
 
-def _read_all(ctx: BrokerContext, fc: FetchContext, max_bytes: int, read_uncommitted: bool,
+def _read_all(ctx: BrokerContext, fc: FetchContext, max_bytes: int, read_uncommitted: bool, replica_id: int = -1,
               ) -> tuple[list[tuple[str, list[PartitionData]]], int, bool]:
-    """One pass over the wanted partitions: (topics, total bytes, any error)."""
+    """One pass over the wanted partitions: (topics, total bytes, any error). A consumer reads below the
+    high watermark; a follower (`replica_id` >= 0, cluster mode) up to the log end, and its fetch offset
+    is its position for the ISR and the high watermark."""
+    replication = ctx.replicas.replication if replica_id >= 0 else None
     out: list[tuple[str, list[PartitionData]]] = []
     total = 0
     any_error = False
     for (topic, partition), w in fc.wanted.items():
         pd = PartitionData(partition, ErrorCode.none, aborted_transactions_null=read_uncommitted)
         try:
-            plog = ctx.replicas.partition(topic, partition)
-            check_leader_epoch(w.leader_epoch)
-            pd.high_watermark = pd.last_stable_offset = plog.log_end_offset
+            if replication is not None:
+                role = replication.leader_role(topic, partition, w.leader_epoch)
+                plog = role.log
+                replication.on_follower_fetch(role, replica_id, w.fetch_offset)
+                limit = None
+            else:
+                plog = ctx.replicas.leader_log(topic, partition, w.leader_epoch)
+                limit = plog.high_watermark
+            pd.high_watermark = pd.last_stable_offset = plog.high_watermark
             pd.log_start_offset = plog.log_start_offset
             budget = min(w.max_bytes, max_bytes - total)
             pd.records = b""
             if budget > 0 or total == 0:
-                region = plog.read(w.fetch_offset, max(budget, 0), min_one_batch=(total == 0))
+                region = plog.read(w.fetch_offset, max(budget, 0), min_one_batch=(total == 0), max_offset=limit)
                 if region.length:
                     pd.records = region
                     total += region.length
@@ -103,15 +100,16 @@ def handle(ctx: BrokerContext, req: Request) -> list | Awaitable[list]:
     if fc.error != ErrorCode.none:
         return encode_fetch_response(req.api_version, req.correlation_id, [], error_code=fc.error)
     read_uncommitted = field(body, "isolation_level", 0) == 0
+    replica_id = field(body, "replica_id", -1) if ctx.replicas.replication is not None else -1
     keys = list(fc.wanted)
-    topics, total, any_error = _read_all(ctx, fc, max_bytes, read_uncommitted)
+    topics, total, any_error = _read_all(ctx, fc, max_bytes, read_uncommitted, replica_id)
     if total >= min_bytes or any_error or max_wait_s <= 0 or not keys:
         return _respond(req, fc, topics)
-    return _long_poll(ctx, req, fc, max_bytes, min_bytes, deadline, read_uncommitted)
+    return _long_poll(ctx, req, fc, max_bytes, min_bytes, deadline, read_uncommitted, replica_id)
 
 
 async def _long_poll(ctx: BrokerContext, req: Request, fc: FetchContext, max_bytes: int, min_bytes: int,
-                     deadline: float, read_uncommitted: bool) -> list:
+                     deadline: float, read_uncommitted: bool, replica_id: int) -> list:
     """Wait for appends to the fetched partitions until min_bytes are there or the deadline passes."""
     keys = list(fc.wanted)
     while True:
@@ -124,6 +122,6 @@ async def _long_poll(ctx: BrokerContext, req: Request, fc: FetchContext, max_byt
                 pass
             finally:
                 ctx.replicas.discard(fut, keys)
-        topics, total, any_error = _read_all(ctx, fc, max_bytes, read_uncommitted)
+        topics, total, any_error = _read_all(ctx, fc, max_bytes, read_uncommitted, replica_id)
         if total >= min_bytes or any_error or deadline - time.monotonic() <= 0:
             return _respond(req, fc, topics)

@@ -36,6 +36,14 @@ def handle_find_coordinator(ctx: BrokerContext, req: Request) -> Any:
         elif not key:
             entry.update(node_id=-1, host="", port=-1, error_code=ErrorCode.invalid_request,
                          error_message="empty group id")
+        elif ctx.replicas.replication is not None:
+            node, why = _groups(ctx).coordinator_node(key)
+            broker = ctx.replicas.replication.view.brokers.get(node)
+            if broker is None:
+                entry.update(node_id=-1, host="", port=-1, error_code=ErrorCode.coordinator_not_available,
+                             error_message=why or f"the coordinator {node} is not live")
+            else:
+                entry.update(node_id=node, host=broker.host, port=broker.port)
         return entry
 
     schema = response_schema(10, req.api_version)

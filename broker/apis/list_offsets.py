@@ -3,9 +3,8 @@ from __future__ import annotations
 
 from typing import Any
 
-from broker.apis.common import error_result
+from broker.apis.common import error_result, field
 from broker.context import BrokerContext
-from broker.log.constants import LEADER_EPOCH
 from broker.errors import ErrorCode, InvalidRequestError
 from broker.protocol.builder import build
 from broker.protocol.codec import Request, response_schema
@@ -13,10 +12,12 @@ from broker.protocol.codec import Request, response_schema
 LATEST, EARLIEST, MAX_TIMESTAMP = -1, -2, -3
 
 
-def _lookup(ctx: BrokerContext, topic: str, partition: int, timestamp: int, version: int) -> dict[str, Any]:
-    plog = ctx.replicas.partition(topic, partition)
+def _lookup(ctx: BrokerContext, topic: str, partition: int, timestamp: int, version: int, leader_epoch: int,
+            replica_id: int) -> dict[str, Any]:
+    plog = ctx.replicas.leader_log(topic, partition, leader_epoch)
     if timestamp == LATEST:
-        return {"timestamp": -1, "offset": plog.log_end_offset}
+        # a consumer's latest is the high watermark; a follower's the log end (Kafka's rule)
+        return {"timestamp": -1, "offset": plog.log_end_offset if replica_id >= 0 else plog.high_watermark}
     if timestamp == EARLIEST:
         return {"timestamp": -1, "offset": plog.log_start_offset}
     if timestamp == MAX_TIMESTAMP and version >= 7:
@@ -33,12 +34,15 @@ def _lookup(ctx: BrokerContext, topic: str, partition: int, timestamp: int, vers
 
 def handle(ctx: BrokerContext, req: Request) -> Any:
     topics = []
+    replica_id = field(req.body, "replica_id", -1)
     for t in req.body.topics:
         parts = []
         for p in t.partitions:
-            entry: dict[str, Any] = {"partition_index": p.partition_index, "error_code": ErrorCode.none, "leader_epoch": LEADER_EPOCH}
+            entry: dict[str, Any] = {"partition_index": p.partition_index, "error_code": ErrorCode.none, "leader_epoch": -1}
             try:
-                entry.update(_lookup(ctx, t.name, p.partition_index, p.timestamp, req.api_version))
+                entry.update(_lookup(ctx, t.name, p.partition_index, p.timestamp, req.api_version,
+                                     field(p, "current_leader_epoch", -1), replica_id))
+                entry["leader_epoch"] = ctx.replicas.leader_epoch(t.name, p.partition_index)
             except Exception as e:  # noqa: BLE001
                 entry["error_code"], _ = error_result(e)
                 entry.update(timestamp=-1, offset=-1)

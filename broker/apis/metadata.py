@@ -5,6 +5,7 @@ import uuid
 from typing import Any
 
 from broker.apis.common import authorized_operations, error_result, field
+from broker.cluster.cluster_view import ClusterView
 from broker.cluster.topic_registry import TopicInfo
 from broker.context import BrokerContext
 from broker.log.constants import LEADER_EPOCH
@@ -38,7 +39,72 @@ def _topic_entry(ctx: BrokerContext, info: TopicInfo, operations: int) -> dict[s
     }
 
 
+def _cluster_topic_entry(view: ClusterView, name: str, operations: int) -> dict[str, Any]:
+    """A topic as the cluster view has it: every partition's leader, epoch, replicas, ISR, offline replicas."""
+    assignment = view.topics[name]
+    partitions = []
+    for p, replicas in sorted(assignment.partitions.items()):
+        sv = view.state(name, p)
+        leader = view.leader(name, p)
+        partitions.append({
+            "error_code": ErrorCode.none if leader >= 0 else ErrorCode.leader_not_available,
+            "partition_index": p,
+            "leader_id": leader,
+            "leader_epoch": sv.state.leader_epoch if sv is not None else -1,
+            "replica_nodes": tuple(replicas),
+            "isr_nodes": tuple(sv.state.isr) if sv is not None else (),
+            "offline_replicas": tuple(r for r in replicas if r not in view.brokers),
+        })
+    return {"error_code": ErrorCode.none, "name": name, "topic_id": assignment.topic_id or UUID_ZERO,
+            "is_internal": name.startswith("__"), "partitions": partitions,
+            "topic_authorized_operations": operations}
+
+
+def _cluster_metadata(ctx: BrokerContext, req: Request, view: ClusterView) -> Any:
+    body = req.body
+    operations = authorized_operations("topic", field(body, "include_topic_authorized_operations", False))
+    requested = body.topics
+    topics: list[dict[str, Any]] = []
+    if requested is None or (req.api_version == 0 and not requested):
+        topics = [_cluster_topic_entry(view, t, operations) for t in sorted(view.topics)]
+    else:
+        by_id = {a.topic_id: n for n, a in view.topics.items() if a.topic_id is not None}
+        for t in requested:
+            name = t.name
+            topic_id = field(t, "topic_id", None)
+            if name is None:
+                name = by_id.get(topic_id) if topic_id not in (None, UUID_ZERO) and req.api_version >= 12 else None
+                if name is None:
+                    code = ErrorCode.unknown_topic_id if topic_id not in (None, UUID_ZERO) else ErrorCode.invalid_request
+                    topics.append({"error_code": code, "name": None if code == ErrorCode.unknown_topic_id else "",
+                                   "topic_id": topic_id or UUID_ZERO, "partitions": []})
+                    continue
+            if name in view.topics:
+                topics.append(_cluster_topic_entry(view, name, operations))
+                continue
+            code = ErrorCode.unknown_topic_or_partition
+            if field(body, "allow_auto_topic_creation", True):
+                try:
+                    if ctx.replicas.auto_create(name) is not None:
+                        code = ErrorCode.leader_not_available     # created; leaders come in a moment
+                except KafkaError as e:
+                    code = error_result(e)[0]
+            topics.append({"error_code": code, "name": name, "topic_id": UUID_ZERO, "partitions": []})
+    return build(response_schema(3, req.api_version), {
+        "throttle_time": 0,
+        "brokers": [{"node_id": b, "host": r.host, "port": r.port, "rack": r.rack}
+                    for b, r in sorted(view.brokers.items())],
+        "cluster_id": ctx.cluster_id,
+        "controller_id": view.controller_id,
+        "topics": topics,
+        "cluster_authorized_operations": authorized_operations(
+            "cluster", field(body, "include_cluster_authorized_operations", False)),
+    })
+
+
 def handle(ctx: BrokerContext, req: Request) -> Any:
+    if ctx.replicas.replication is not None:
+        return _cluster_metadata(ctx, req, ctx.replicas.replication.view)
     body = req.body
     replicas = ctx.replicas
     topics: list[dict[str, Any]] = []

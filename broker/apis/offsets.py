@@ -5,11 +5,13 @@ Holds no state.
 """
 from __future__ import annotations
 
+import asyncio
 from typing import Any
 
 from broker.apis.common import field
 from broker.context import BrokerContext
-from broker.errors import ErrorCode
+from broker.errors import ErrorCode, KafkaError
+from broker.groups.offset_store import OFFSETS_TOPIC
 from broker.groups.service import GroupService
 from broker.protocol.builder import build
 from broker.protocol.codec import Request, response_schema
@@ -20,15 +22,7 @@ def _groups(ctx: BrokerContext) -> GroupService:
     return ctx.groups
 
 
-def handle_offset_commit(ctx: BrokerContext, req: Request) -> Any:
-    body = req.body
-    offsets: dict[tuple[str, int], tuple[int, int, str | None]] = {}
-    for t in body.topics:
-        for p in t.partitions:
-            offsets[(t.name, p.partition_index)] = (
-                p.committed_offset, field(p, "committed_leader_epoch", -1), p.committed_metadata)
-    results = _groups(ctx).commit_offsets(body.group_id, body.member_id, field(body, "group_instance_id", None),
-                                          body.generation_id_or_member_epoch, offsets)
+def _commit_response(req: Request, results: dict[tuple[str, int], int]) -> Any:
     topics: dict[str, list[dict[str, Any]]] = {}
     for (topic, partition), error in results.items():
         topics.setdefault(topic, []).append({"partition_index": partition, "error_code": error})
@@ -36,6 +30,42 @@ def handle_offset_commit(ctx: BrokerContext, req: Request) -> Any:
         "throttle_time": 0,
         "topics": [{"name": name, "partitions": parts} for name, parts in topics.items()],
     })
+
+
+async def _when_replicated(req: Request, results: dict[tuple[str, int], int], fut: "asyncio.Future[None]") -> Any:
+    """Cluster mode: answer a commit once every in-sync replica of its __consumer_offsets partition has it
+    (Kafka's coordinator writes with acks=all); a failure is COORDINATOR_NOT_AVAILABLE, or NOT_COORDINATOR
+    when leadership moved, so the client retries the commit."""
+    try:
+        await fut
+    except KafkaError as e:
+        code = ErrorCode.not_coordinator if e.code == ErrorCode.not_leader_or_follower \
+            else ErrorCode.coordinator_not_available
+        results = {tp: code if err == ErrorCode.none else err for tp, err in results.items()}
+    return _commit_response(req, results)
+
+
+def handle_offset_commit(ctx: BrokerContext, req: Request) -> Any:
+    body = req.body
+    offsets: dict[tuple[str, int], tuple[int, int, str | None]] = {}
+    for t in body.topics:
+        for p in t.partitions:
+            offsets[(t.name, p.partition_index)] = (
+                p.committed_offset, field(p, "committed_leader_epoch", -1), p.committed_metadata)
+    groups = _groups(ctx)
+    results = groups.commit_offsets(body.group_id, body.member_id, field(body, "group_instance_id", None),
+                                    body.generation_id_or_member_epoch, offsets)
+    if groups.cluster and groups.last_commit is not None:
+        partition, end_offset = groups.last_commit
+        try:
+            fut = ctx.replicas.wait_replicated(OFFSETS_TOPIC, partition, end_offset,
+                                               ctx.config["offsets.commit.timeout.ms"])
+        except KafkaError:
+            fut = None
+            results = {tp: ErrorCode.not_coordinator if e == ErrorCode.none else e for tp, e in results.items()}
+        if fut is not None:
+            return _when_replicated(req, results, fut)
+    return _commit_response(req, results)
 
 
 def _fetch_group(groups: GroupService, group_id: str, topics: Any) -> list[dict[str, Any]]:
@@ -57,9 +87,10 @@ def handle_offset_fetch(ctx: BrokerContext, req: Request) -> Any:
     schema = response_schema(9, req.api_version)
     if req.api_version >= 8:
         return build(schema, {"throttle_time": 0, "groups": [
-            {"group_id": g.group_id, "topics": _fetch_group(groups, g.group_id, g.topics), "error_code": ErrorCode.none}
+            {"group_id": g.group_id, "error_code": groups.coordinator_error(g.group_id),
+             "topics": [] if groups.coordinator_error(g.group_id) else _fetch_group(groups, g.group_id, g.topics)}
             for g in body.groups]})
-    error = ErrorCode.none if body.group_id else ErrorCode.invalid_group_id
+    error = (groups.coordinator_error(body.group_id) or ErrorCode.none) if body.group_id else ErrorCode.invalid_group_id
     topics = _fetch_group(groups, body.group_id, body.topics) if error == ErrorCode.none else []
     return build(schema, {"throttle_time": 0, "topics": topics, "error_code": error})
 

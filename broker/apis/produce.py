@@ -1,31 +1,40 @@
 """Produce: append each partition's record batches (opaque bytes) and report their offsets.
 
 acks=0 gets no response, as in Kafka. With one replica, acks=1 and acks=-1 both answer once the
-batches are written to the segment file (they then survive a killed broker process). The request
+batches are written to the segment file (they then survive a killed broker process). In cluster
+mode acks=-1 answers once every in-sync replica has the batches (the high watermark passed them),
+or with REQUEST_TIMED_OUT after the request's timeout, NOT_LEADER_OR_FOLLOWER if leadership moved
+meanwhile, NOT_ENOUGH_REPLICAS(_AFTER_APPEND) when the ISR is below min.insync.replicas. The request
 body comes from `protocol.produce_codec` (record sets are views of the request frame, valid for
 this call only) and the response is encoded there too, straight to frame bytes.
 """
 from __future__ import annotations
 
+import asyncio
+from typing import Any, Coroutine
+
 from broker.apis.common import error_result
 from broker.context import BrokerContext
 from broker.errors import DuplicateSequenceError, ErrorCode, InvalidRecordError, KafkaError, RecordValidationError
 from broker.log.record_batch import single_batch
+from broker.protocol.builder import ms
 from broker.protocol.codec import Request
 from broker.protocol.produce_codec import PartitionResult, encode_produce_response
 
 VALID_ACKS = (0, 1, -1)
 
 
-def _append_one(ctx: BrokerContext, topic: str, index: int, records: bytes | memoryview | None) -> PartitionResult:
+def _append_one(ctx: BrokerContext, topic: str, index: int, records: bytes | memoryview | None,
+                acks: int) -> PartitionResult:
     try:
         if not records:
             raise InvalidRecordError("Produce request carries no records")
         if not single_batch(records):
             raise InvalidRecordError("Produce requests of version 3 and above must carry exactly one record batch "
                                      "per partition")
-        r = ctx.replicas.append(topic, index, records)
-        return PartitionResult(index, ErrorCode.none, r.base_offset, r.log_append_time_ms, r.log_start_offset)
+        r = ctx.replicas.append(topic, index, records, acks)
+        return PartitionResult(index, ErrorCode.none, r.base_offset, r.log_append_time_ms, r.log_start_offset,
+                               end_offset=r.last_offset + 1)
     except DuplicateSequenceError as e:
         return PartitionResult(index, e.code, e.base_offset, e.log_append_time, error_message=str(e))
     except RecordValidationError as e:
@@ -47,7 +56,7 @@ def _log_start(ctx: BrokerContext, topic: str, index: int) -> int:
         return -1
 
 
-def handle(ctx: BrokerContext, req: Request) -> bytes | None:
+def handle(ctx: BrokerContext, req: Request) -> bytes | None | Coroutine[Any, Any, bytes]:
     body = req.body
     acks = body.acks
     responses = []
@@ -61,8 +70,44 @@ def handle(ctx: BrokerContext, req: Request) -> bytes | None:
                 parts.append(PartitionResult(pd.index, ErrorCode.transactional_id_authorization_failed,
                                              error_message="pylog does not support transactional producers"))
             else:
-                parts.append(_append_one(ctx, topic.name, pd.index, pd.records))
+                parts.append(_append_one(ctx, topic.name, pd.index, pd.records, acks))
         responses.append((topic.name, parts))
     if acks == 0:
         return None
+    if acks == -1 and ctx.replicas.replication is not None:
+        waits = _replication_waits(ctx, responses, ms(body.timeout))
+        if waits:
+            return _when_replicated(req, responses, waits)
+    return encode_produce_response(req.api_version, req.correlation_id, responses)
+
+
+def _replication_waits(ctx: BrokerContext, responses: list[tuple[str, list[PartitionResult]]], timeout_ms: int,
+                       ) -> list[tuple[PartitionResult, "asyncio.Future[None]"]]:
+    """The appended partitions whose in-sync replicas do not all have the records yet."""
+    waits = []
+    for topic, parts in responses:
+        for part in parts:
+            if part.error_code != ErrorCode.none or part.end_offset < 0:
+                continue
+            try:
+                fut = ctx.replicas.wait_replicated(topic, part.index, part.end_offset, timeout_ms)
+            except KafkaError as e:
+                _fail(part, e)
+                continue
+            if fut is not None:
+                waits.append((part, fut))
+    return waits
+
+
+def _fail(part: PartitionResult, e: KafkaError) -> None:
+    part.error_code, part.error_message, part.base_offset = e.code, str(e), -1
+
+
+async def _when_replicated(req: Request, responses: list[tuple[str, list[PartitionResult]]],
+                           waits: list[tuple[PartitionResult, "asyncio.Future[None]"]]) -> bytes:
+    for part, fut in waits:
+        try:
+            await fut
+        except KafkaError as e:
+            _fail(part, e)
     return encode_produce_response(req.api_version, req.correlation_id, responses)

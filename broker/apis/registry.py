@@ -9,7 +9,7 @@ from dataclasses import dataclass
 from typing import Any, Callable
 
 from broker.apis import admin_configs, admin_topics, api_versions, fetch, list_offsets, metadata, produce, producer_id
-from broker.apis import groups, log_dirs, offsets
+from broker.apis import groups, leader_epochs, log_dirs, offsets
 
 
 @dataclass(frozen=True)
@@ -42,6 +42,7 @@ API_TABLE: dict[int, Api] = {
         Api(20, "DeleteTopics", 1, 6, admin_topics.handle_delete_topics),
         Api(21, "DeleteRecords", 0, 2, admin_topics.handle_delete_records),
         Api(22, "InitProducerId", 0, 4, producer_id.handle),
+        Api(23, "OffsetForLeaderEpoch", 2, 4, leader_epochs.handle),
         Api(32, "DescribeConfigs", 1, 4, admin_configs.handle_describe_configs),
         Api(33, "AlterConfigs", 0, 2, admin_configs.handle_alter_configs),
         Api(35, "DescribeLogDirs", 1, 4, log_dirs.handle),

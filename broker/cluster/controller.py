@@ -9,6 +9,15 @@ ZooKeeper-mode controller (KafkaController) does:
   leader went elect one from the ISR (leader_election.py), a returning ISR replica leads a
   partition that had no leader;
 - a deletion request (`/admin/delete_topics/<t>`): the topic's znodes and config go, then the request;
+- a controlled shutdown request (`/pylog/controlled_shutdown/<id>`, ephemeral, made by a broker on
+  SIGTERM): that broker counts as gone for leadership (its partitions elect another ISR leader, it
+  leaves the ISRs) except where no other ISR replica is live, where it keeps leading;
+- preferred leaders (`auto.leader.rebalance.enable`): every `leader.imbalance.check.interval.seconds`
+  a partition whose first assigned replica is live and in sync moves its leadership back there;
+- ISR change notifications (`/isr_change_notification`) are consumed: brokers follow the state
+  znodes themselves, so the controller only deletes them, as Kafka's does after propagating;
+- a leader's ISR write can race with a controller write on the same state znode; the loser sees
+  the new version and the controller reads the state again (a few attempts);
 - every write goes through `ControllerElection.commit_fenced` with the token this controller was
   elected with, so a deposed controller writes nothing (ControllerMovedError ends its work);
 - ZooKeeper watches only enqueue events; one worker thread handles them in order (Kafka's single
@@ -22,16 +31,17 @@ from __future__ import annotations
 import logging
 import queue
 import threading
+import time
 import uuid
 from typing import Any, Callable, Mapping
 
-from kazoo.exceptions import NodeExistsError, NoNodeError
+from kazoo.exceptions import BadVersionError, NodeExistsError, NoNodeError
 from kazoo.recipe.watchers import ChildrenWatch, DataWatch
 
 from broker.cluster import zk_layout
 from broker.cluster.assignment import assign_replicas
 from broker.cluster.controller_election import ControllerElection, ControllerMovedError, ControllerToken
-from broker.cluster.leader_election import initial_state, on_brokers_changed
+from broker.cluster.leader_election import NO_LEADER, initial_state, on_brokers_changed
 from broker.cluster.zk_client import ZkClient
 from broker.cluster.zk_layout import PartitionState, TopicAssignment, ZkDataError
 from broker.errors import TopicAlreadyExistsError
@@ -67,10 +77,14 @@ def request_topic_deletion(zk: ZkClient, topic: str) -> None:
 class ClusterController:
     """Runs on the controller only: `start(token)` when elected, `stop()` when it resigns."""
 
-    def __init__(self, zk: ZkClient, election: ControllerElection, *, unclean_leader_election: bool = False) -> None:
+    def __init__(self, zk: ZkClient, election: ControllerElection, *, unclean_leader_election: bool = False,
+                 auto_leader_rebalance: bool = False, leader_imbalance_check_s: float = 300.0) -> None:
         self.zk = zk
         self.election = election
         self.unclean = unclean_leader_election
+        self.auto_leader_rebalance = auto_leader_rebalance
+        self.leader_imbalance_check_s = leader_imbalance_check_s
+        self._shutting_down: set[int] = set()
         self._events: "queue.Queue[tuple[str, Any] | None]" = queue.Queue()
         self._token: ControllerToken | None = None
         self._live: set[int] = set()
@@ -101,6 +115,12 @@ class ClusterController:
         ChildrenWatch(kazoo, zk_layout.BROKER_IDS, alive(lambda ids: self._events.put(("brokers", ids))))
         ChildrenWatch(kazoo, zk_layout.TOPICS, alive(lambda topics: self._events.put(("topics", topics))))
         ChildrenWatch(kazoo, zk_layout.DELETE_TOPICS, alive(lambda topics: self._events.put(("delete", topics))))
+        kazoo.ensure_path(zk_layout.CONTROLLED_SHUTDOWN)
+        ChildrenWatch(kazoo, zk_layout.CONTROLLED_SHUTDOWN, alive(lambda ids: self._events.put(("shutdown", ids))))
+        ChildrenWatch(kazoo, zk_layout.ISR_CHANGES, alive(lambda names: self._events.put(("isr_changes", names))))
+        if self.auto_leader_rebalance:
+            threading.Thread(target=self._rebalance_timer, args=(generation,), daemon=True,
+                             name=f"preferred-leader-{token.epoch}").start()
 
     def stop(self) -> None:
         self._generation += 1
@@ -133,6 +153,30 @@ class ClusterController:
 
     def _on_barrier(self, done: threading.Event) -> None:
         done.set()
+
+    def _rebalance_timer(self, generation: int) -> None:
+        while generation == self._generation:
+            time.sleep(self.leader_imbalance_check_s)
+            if generation == self._generation:
+                self._events.put(("rebalance", None))
+
+    def _on_shutdown(self, ids: list[str]) -> None:
+        shutting = {int(i) for i in ids if i.isdigit()}
+        if shutting == self._shutting_down:
+            return
+        log.info("controlled shutdown requested by brokers %s", sorted(shutting))
+        self._shutting_down = shutting
+        self._update_partitions(list(self._assignments))
+
+    def _on_isr_changes(self, names: list[str]) -> None:
+        for name in names:
+            try:
+                self.zk.kazoo.delete(f"{zk_layout.ISR_CHANGES}/{name}")
+            except NoNodeError:
+                pass
+
+    def _on_rebalance(self, _: None) -> None:
+        self._update_partitions(list(self._assignments), preferred=True)
 
     def _on_brokers(self, ids: list[str]) -> None:
         live = {int(i) for i in ids if i.isdigit()}
@@ -191,51 +235,74 @@ class ClusterController:
 
     # ------------------------------------------------------------ partition states
 
-    def _update_partitions(self, topics: list[str]) -> None:
+    def _update_partitions(self, topics: list[str], preferred: bool = False) -> None:
         """Bring every partition of `topics` in line with the live brokers, in one fenced write per topic."""
+        for topic in topics:
+            for attempt in range(5):
+                try:
+                    self._update_topic(topic, preferred)
+                    break
+                except BadVersionError:
+                    # a leader changed an ISR between our read and our write: read again
+                    log.debug("partition state of %s changed under the controller (attempt %d)", topic, attempt + 1)
+            else:
+                log.warning("gave up bringing %s's partition states in line after 5 conflicting writes", topic)
+
+    def _next_state(self, replicas: list[int], current: PartitionState, epoch: int, preferred: bool) -> PartitionState:
+        eligible = self._live - self._shutting_down
+        new = on_brokers_changed(replicas, current, eligible, epoch, self.unclean)
+        if new.leader == NO_LEADER and current.leader in self._live:
+            # controlled shutdown with no other in-sync replica: the shutting-down leader keeps leading
+            new = on_brokers_changed(replicas, current, self._live, epoch, self.unclean)
+        if preferred and replicas and new.leader != replicas[0] and replicas[0] in eligible and replicas[0] in new.isr:
+            # a leader change is a new leader epoch (one increment, whatever else changed with it)
+            new = PartitionState(replicas[0], current.leader_epoch + 1, new.isr, epoch)
+        return new
+
+    def _update_topic(self, topic: str, preferred: bool) -> None:
         token = self._token
         if token is None:
             return
         kazoo = self.zk.kazoo
-        for topic in topics:
-            assignment = self._assignments.get(topic)
-            if assignment is None:
-                continue
-            creates: list[tuple[int, PartitionState]] = []
-            updates: list[tuple[int, PartitionState, int]] = []
-            for p, replicas in sorted(assignment.partitions.items()):
-                path = zk_layout.partition_state_path(topic, p)
-                try:
-                    data, stat = kazoo.get(path)
-                    current = PartitionState.decode(topic, p, data)
-                except NoNodeError:
-                    creates.append((p, initial_state(replicas, self._live, token.epoch)))
-                    continue
-                new = on_brokers_changed(replicas, current, self._live, token.epoch, self.unclean)
-                if new != current:
-                    updates.append((p, new, stat.version))
-            if not creates and not updates:
-                continue
-
-            base = f"{zk_layout.TOPICS}/{topic}/partitions"
-            parents = ([base] if creates and not kazoo.exists(base) else []) + [
-                f"{base}/{p}" for p, _ in creates if not kazoo.exists(f"{base}/{p}")]
-
-            def build(tx: Any) -> None:
-                for parent in parents:
-                    tx.create(parent, b"")
-                for p, state in creates:
-                    tx.create(zk_layout.partition_state_path(topic, p), state.encode())
-                for p, state, version in updates:
-                    tx.set_data(zk_layout.partition_state_path(topic, p), state.encode(), version)
-
+        assignment = self._assignments.get(topic)
+        if assignment is None:
+            return
+        creates: list[tuple[int, PartitionState]] = []
+        updates: list[tuple[int, PartitionState, int]] = []
+        for p, replicas in sorted(assignment.partitions.items()):
+            path = zk_layout.partition_state_path(topic, p)
             try:
-                self.election.commit_fenced(token, build)
+                data, stat = kazoo.get(path)
+                current = PartitionState.decode(topic, p, data)
             except NoNodeError:
-                if not kazoo.exists(zk_layout.topic_path(topic)):      # deleted meanwhile
-                    self._assignments.pop(topic, None)
-                    continue
-                raise
-            for p, state, _ in updates:
-                log.info("%s-%d: leader %d, epoch %d, isr %s", topic, p, state.leader, state.leader_epoch,
-                         list(state.isr))
+                creates.append((p, initial_state(replicas, self._live - self._shutting_down or self._live,
+                                                 token.epoch)))
+                continue
+            new = self._next_state(list(replicas), current, token.epoch, preferred)
+            if new != current:
+                updates.append((p, new, stat.version))
+        if not creates and not updates:
+            return
+
+        base = f"{zk_layout.TOPICS}/{topic}/partitions"
+        parents = ([base] if creates and not kazoo.exists(base) else []) + [
+            f"{base}/{p}" for p, _ in creates if not kazoo.exists(f"{base}/{p}")]
+
+        def build(tx: Any) -> None:
+            for parent in parents:
+                tx.create(parent, b"")
+            for p, state in creates:
+                tx.create(zk_layout.partition_state_path(topic, p), state.encode())
+            for p, state, version in updates:
+                tx.set_data(zk_layout.partition_state_path(topic, p), state.encode(), version)
+
+        try:
+            self.election.commit_fenced(token, build)
+        except NoNodeError:
+            if not kazoo.exists(zk_layout.topic_path(topic)):      # deleted meanwhile
+                self._assignments.pop(topic, None)
+                return
+            raise
+        for p, state, _ in updates:
+            log.info("%s-%d: leader %d, epoch %d, isr %s", topic, p, state.leader, state.leader_epoch,
+                     list(state.isr))

@@ -110,6 +110,18 @@ class TopicRegistry:
         log.info("created topic %s with %d partitions %s", name, partitions, dict(overrides) or "")
         return info
 
+    def mirror(self, name: str, topic_id: uuid.UUID | None, partitions: int, overrides: Mapping[str, str]) -> TopicInfo:
+        """Cluster mode: record a topic as ZooKeeper has it (created elsewhere, so not validated again)."""
+        old = self._topics.get(name)
+        if old is not None:
+            self._by_id.pop(old.topic_id, None)
+        info = TopicInfo(name, topic_id or (old.topic_id if old is not None else uuid.uuid4()), partitions,
+                         dict(overrides), name.startswith("__"))
+        self._topics[name] = info
+        self._by_id[info.topic_id] = info
+        self._save()
+        return info
+
     def delete(self, name: str) -> TopicInfo:
         info = self.require(name)
         del self._topics[name]

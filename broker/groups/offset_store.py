@@ -53,11 +53,11 @@ class OffsetStore:
         self._offsets: dict[str, dict[TopicPartition, OffsetValue]] = {}
 
     # -- startup
-    def ensure_topic(self) -> None:
+    def ensure_topic(self, replication_factor: int = 1) -> None:
         registry = self.replicas.registry
         info = registry.get(OFFSETS_TOPIC)
         if info is None:
-            self.replicas.create_topic(OFFSETS_TOPIC, self.num_partitions, 1,
+            self.replicas.create_topic(OFFSETS_TOPIC, self.num_partitions, replication_factor,
                                        {"cleanup.policy": "compact", "segment.bytes": str(self.segment_bytes)})
             return
         self.num_partitions = info.partitions    # the topic's partition count is fixed once created
@@ -65,11 +65,12 @@ class OffsetStore:
             overrides = {**info.overrides, "segment.bytes": str(self.segment_bytes)}
             self.replicas.set_topic_overrides(OFFSETS_TOPIC, overrides)
 
-    def load(self) -> LoadResult:
-        """Replay every partition of `__consumer_offsets`: the latest value per key wins, tombstones delete."""
+    def load(self, partitions: "list[int] | None" = None) -> LoadResult:
+        """Replay `partitions` of `__consumer_offsets` (default: all): the latest value per key wins,
+        tombstones delete."""
         started = time.monotonic()
         groups: dict[str, GroupValue] = {}
-        for p in range(self.num_partitions):
+        for p in range(self.num_partitions) if partitions is None else partitions:
             for rec in self._read_partition(p):
                 if rec.key is None:
                     continue
@@ -109,6 +110,16 @@ class OffsetStore:
             offset = last + 1
         return out
 
+    def unload(self, partition: int) -> list[str]:
+        """Cluster mode, leadership of `partition` moved away: forget its groups' offsets; their ids."""
+        gone = [g for g in self._offsets if partition_for(g, self.num_partitions) == partition]
+        for g in gone:
+            del self._offsets[g]
+        return gone
+
+    def partition_of(self, group: str) -> int:
+        return partition_for(group, self.num_partitions)
+
     # -- queries
     def groups(self) -> list[str]:
         return list(self._offsets)
@@ -123,20 +134,26 @@ class OffsetStore:
         return bool(self._offsets.get(group))
 
     # -- writes
-    def _write(self, group: str, entries: list[tuple[bytes, bytes | None]], now_ms: int) -> None:
-        if self.replicas.registry.get(OFFSETS_TOPIC) is None:
+    def _write(self, group: str, entries: list[tuple[bytes, bytes | None]], now_ms: int) -> tuple[int, int]:
+        """Append the entries on the group's partition; (partition, offset after them)."""
+        if self.replicas.cluster is None and self.replicas.registry.get(OFFSETS_TOPIC) is None:
             # a client deleted it (Kafka allows that too): recreate it with the same partition count,
             # so every group keeps its partition; what was committed before is still held in memory
             log.warning("%s was deleted; recreating it with %d partitions", OFFSETS_TOPIC, self.num_partitions)
             self.ensure_topic()
         records = [Record(i, now_ms, k, v) for i, (k, v) in enumerate(entries)]
-        self.replicas.append(OFFSETS_TOPIC, partition_for(group, self.num_partitions), encode_batch(records))
+        partition = partition_for(group, self.num_partitions)
+        result = self.replicas.append(OFFSETS_TOPIC, partition, encode_batch(records))
+        return partition, result.last_offset + 1
 
-    def commit(self, group: str, offsets: dict[TopicPartition, OffsetValue], now_ms: int) -> None:
+    def commit(self, group: str, offsets: dict[TopicPartition, OffsetValue], now_ms: int) -> tuple[int, int] | None:
+        """Store a commit; (partition, offset after it) in __consumer_offsets, None when there was nothing."""
         if not offsets:
-            return
-        self._write(group, [(offset_key(group, t, p), offset_value(v)) for (t, p), v in offsets.items()], now_ms)
+            return None
+        written = self._write(group, [(offset_key(group, t, p), offset_value(v)) for (t, p), v in offsets.items()],
+                              now_ms)
         self._offsets.setdefault(group, {}).update(offsets)
+        return written
 
     def delete_offsets(self, group: str, tps: list[TopicPartition], now_ms: int) -> int:
         """Tombstone the given offsets of `group` (those it has); returns how many were removed."""

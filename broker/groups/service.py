@@ -5,6 +5,11 @@ Owns: startup (create and load `__consumer_offsets`, restore groups), OffsetComm
 OffsetFetch, OffsetDelete, DescribeGroups, ListGroups, DeleteGroups, and the periodic expiry of
 offsets after offsets.retention.minutes. This is the object API handlers reach as `ctx.groups`.
 
+In cluster mode a broker coordinates the groups whose `__consumer_offsets` partition it leads
+(Kafka's rule): leadership of such a partition loads its groups and offsets from the log
+(`on_offsets_partition`), losing it forgets them, and every request for a group coordinated
+elsewhere gets NOT_COORDINATOR so that the client looks the coordinator up again.
+
 Never sees protocol types or sockets; returns Kafka error codes for handlers to put in responses.
 """
 from __future__ import annotations
@@ -14,10 +19,11 @@ import logging
 from typing import Any, Callable, Iterable
 
 from broker.config import BrokerConfig
-from broker.errors import ErrorCode
+from broker.errors import ErrorCode, KafkaError, TopicAlreadyExistsError
 from broker.groups.coordinator import GroupCoordinator
 from broker.groups.group import Group, GroupState
-from broker.groups.offset_store import OffsetStore, TopicPartition
+from broker.groups.member import JoinResult, SyncResult
+from broker.groups.offset_store import OFFSETS_TOPIC, OffsetStore, TopicPartition
 from broker.groups.records import OffsetValue
 from broker.replica_manager import ReplicaManager
 
@@ -28,7 +34,8 @@ S = GroupState
 
 
 class GroupService(GroupCoordinator):
-    def __init__(self, config: BrokerConfig, replicas: ReplicaManager, clock: Callable[[], float]) -> None:
+    def __init__(self, config: BrokerConfig, replicas: ReplicaManager, clock: Callable[[], float],
+                 cluster: bool = False) -> None:
         store = OffsetStore(replicas, config["offsets.topic.num.partitions"], config["offsets.topic.segment.bytes"])
         super().__init__(store, initial_rebalance_delay_ms=config["group.initial.rebalance.delay.ms"],
                          min_session_timeout_ms=config["group.min.session.timeout.ms"],
@@ -38,10 +45,18 @@ class GroupService(GroupCoordinator):
         self.retention_check_ms = config["offsets.retention.check.interval.ms"]
         self.metadata_max_bytes = config["offset.metadata.max.bytes"]
         self._expiry_task: asyncio.Task[None] | None = None
+        self.cluster = cluster
+        self.led_partitions: set[int] = set()      # cluster mode: the __consumer_offsets partitions led here
+        self.last_commit: tuple[int, int] | None = None   # (partition, end offset) of the last stored commit
+        self.offsets_replication_factor: int = config["offsets.topic.replication.factor"]
 
     # ------------------------------------------------------------------ lifecycle
     def startup(self) -> None:
-        """Create/load `__consumer_offsets` and restore groups; call from the event loop before serving."""
+        """Create/load `__consumer_offsets` and restore groups; call from the event loop before serving.
+        In cluster mode groups are loaded partition by partition as leadership arrives."""
+        if self.cluster:
+            self._expiry_task = asyncio.get_running_loop().create_task(self._expiry_loop())
+            return
         self.store.ensure_topic()
         loaded = self.store.load()
         for group_id, value in loaded.groups.items():
@@ -69,6 +84,83 @@ class GroupService(GroupCoordinator):
             except Exception:  # noqa: BLE001 - expiry must never stop the broker
                 log.exception("offset expiry failed")
 
+    # ------------------------------------------------------------------ cluster mode: who coordinates
+    def on_offsets_partition(self, partition: int, leader: bool) -> None:
+        """Leadership of `__consumer_offsets` partition `partition` arrived (load its groups) or left."""
+        if leader and partition not in self.led_partitions:
+            loaded = self.store.load([partition])
+            for group_id, value in loaded.groups.items():
+                self.restore(group_id, value)
+            for group_id in self.store.groups():
+                if self.store.partition_of(group_id) == partition and group_id not in self.groups:
+                    self.groups[group_id] = Group(group_id, self.now_ms())
+            self.led_partitions.add(partition)
+            log.info("coordinating %d groups of __consumer_offsets-%d (%d offsets, loaded in %.2fs)",
+                     len(loaded.groups), partition, loaded.offsets, loaded.seconds)
+        elif not leader and partition in self.led_partitions:
+            self.led_partitions.discard(partition)
+            for group_id in [g for g in self.groups if self.store.partition_of(g) == partition]:
+                group = self.groups.pop(group_id)
+                self._cancel_join_timer(group)
+                for m in group.members.values():
+                    m.cancel_timer()
+            self.store.unload(partition)
+            log.info("no longer coordinating the groups of __consumer_offsets-%d", partition)
+
+    def coordinator_node(self, group_id: str) -> tuple[int, str | None]:
+        """Cluster mode FindCoordinator: the broker leading the group's `__consumer_offsets` partition, or
+        (-1, why) while there is none (the topic is created here on first use, as Kafka does)."""
+        replication = self.replicas.replication
+        assert replication is not None
+        count = replication.view.partitions_of(OFFSETS_TOPIC)
+        if count == 0:
+            try:
+                self.store.ensure_topic(self.offsets_replication_factor)
+            except TopicAlreadyExistsError:
+                pass
+            except KafkaError as e:
+                return -1, f"cannot create {OFFSETS_TOPIC}: {e}"
+            return -1, f"{OFFSETS_TOPIC} is being created"
+        self.store.num_partitions = count           # the topic's partition count wins over the setting
+        partition = self.store.partition_of(group_id)
+        leader = replication.view.leader(OFFSETS_TOPIC, partition)
+        if leader < 0:
+            return -1, f"{OFFSETS_TOPIC}-{partition} has no leader"
+        return leader, None
+
+    def coordinator_error(self, group_id: str) -> int:
+        """NOT_COORDINATOR when another broker coordinates `group_id` (cluster mode), else NONE."""
+        if self.cluster and group_id and self.store.partition_of(group_id) not in self.led_partitions:
+            return E.not_coordinator
+        return E.none
+
+    async def join_group(self, group_id: str, member_id: str, instance_id: str | None, protocol_type: str,
+                         protocols: list[tuple[str, bytes]], session_timeout_ms: int, rebalance_timeout_ms: int,
+                         client_id: str, client_host: str, version: int) -> JoinResult:
+        error = self.coordinator_error(group_id)
+        if error != E.none:
+            return JoinResult(error, member_id=member_id)
+        return await super().join_group(group_id, member_id, instance_id, protocol_type, protocols,
+                                        session_timeout_ms, rebalance_timeout_ms, client_id, client_host, version)
+
+    async def sync_group(self, group_id: str, generation_id: int, member_id: str, instance_id: str | None,
+                         protocol_type: str | None, protocol_name: str | None,
+                         assignments: dict[str, bytes]) -> SyncResult:
+        error = self.coordinator_error(group_id)
+        if error != E.none:
+            return SyncResult(error)
+        return await super().sync_group(group_id, generation_id, member_id, instance_id, protocol_type,
+                                        protocol_name, assignments)
+
+    def heartbeat(self, group_id: str, generation_id: int, member_id: str, instance_id: str | None) -> int:
+        return self.coordinator_error(group_id) or super().heartbeat(group_id, generation_id, member_id, instance_id)
+
+    def leave_group(self, group_id: str, leaving: list[tuple[str, str | None]]) -> tuple[ErrorCode, list[ErrorCode]]:
+        error = self.coordinator_error(group_id)
+        if error != E.none:
+            return ErrorCode(error), [ErrorCode(error)] * len(leaving)
+        return super().leave_group(group_id, leaving)
+
     # ------------------------------------------------------------------ offsets
     def _commit_error(self, group: Group | None, group_id: str, member_id: str, instance_id: str | None,
                       generation_id: int) -> int:
@@ -95,9 +187,12 @@ class GroupService(GroupCoordinator):
 
     def commit_offsets(self, group_id: str, member_id: str, instance_id: str | None, generation_id: int,
                        offsets: dict[TopicPartition, tuple[int, int, str | None]]) -> dict[TopicPartition, int]:
-        """Validate and store a commit: `offsets` maps (topic, partition) to (offset, leader epoch, metadata)."""
+        """Validate and store a commit: `offsets` maps (topic, partition) to (offset, leader epoch, metadata).
+        `last_commit` is then where it was written (cluster mode: the handler waits for its replication)."""
+        self.last_commit = None
         group = self.groups.get(group_id)
-        error = self._commit_error(group, group_id, member_id, instance_id, generation_id)
+        error = self.coordinator_error(group_id) or self._commit_error(group, group_id, member_id, instance_id,
+                                                                       generation_id)
         if error != E.none:
             return {tp: error for tp in offsets}
         if group is None:
@@ -118,7 +213,10 @@ class GroupService(GroupCoordinator):
                 accepted[(topic, partition)] = OffsetValue(offset, epoch, metadata or "", now)
                 results[(topic, partition)] = E.none
         try:
-            self.store.commit(group_id, accepted, now)
+            self.last_commit = self.store.commit(group_id, accepted, now)
+        except KafkaError as e:     # cluster mode: not the leader any more, or the ISR is too small
+            for tp in accepted:
+                results[tp] = E.not_coordinator if e.code == E.not_leader_or_follower else E.coordinator_not_available
         except Exception:  # noqa: BLE001
             log.exception("group %s: cannot store offsets", group_id)
             for tp in accepted:
@@ -136,6 +234,8 @@ class GroupService(GroupCoordinator):
         group = self.groups.get(group_id)
         if not group_id:
             return E.invalid_group_id, {}
+        if self.coordinator_error(group_id):
+            return ErrorCode(self.coordinator_error(group_id)), {}
         if group is None or group.is_(S.DEAD):
             return E.group_id_not_found, {}
         results = {tp: E.none for tp in tps}
@@ -182,6 +282,9 @@ class GroupService(GroupCoordinator):
 
     # ------------------------------------------------------------------ admin
     def describe_group(self, group_id: str) -> dict[str, Any]:
+        if self.coordinator_error(group_id):
+            return {"group_id": group_id, "group_state": "", "protocol_type": "", "protocol_data": "",
+                    "members": [], "error_code": self.coordinator_error(group_id)}
         group = self.groups.get(group_id)
         if group is None:
             return {"group_id": group_id, "group_state": S.DEAD.value, "protocol_type": "", "protocol_data": "",
@@ -198,6 +301,8 @@ class GroupService(GroupCoordinator):
     def delete_group(self, group_id: str) -> int:
         if not group_id:
             return E.invalid_group_id
+        if self.coordinator_error(group_id):
+            return self.coordinator_error(group_id)
         group = self.groups.get(group_id)
         if group is None or group.is_(S.DEAD):
             return E.group_id_not_found

@@ -38,6 +38,7 @@ def request_class(api_key: int, version: int) -> type:
 
 
 PRODUCE, FETCH, LIST_OFFSETS, METADATA, INIT_PRODUCER_ID, DESCRIBE_LOG_DIRS = 0, 1, 2, 3, 22, 35
+OFFSET_FOR_LEADER_EPOCH = 23
 
 
 def fetch_request(version: int, topic: str, partition: int, offset: int, partition_max_bytes: int,
@@ -51,15 +52,43 @@ def fetch_request(version: int, topic: str, partition: int, offset: int, partiti
             "log_start_offset": -1, "partition_max_bytes": partition_max_bytes}]}]})
 
 
+def replica_fetch_request(version: int, replica_id: int, max_wait_ms: int, max_bytes: int,
+                          partitions: list[tuple[str, int, int, int, int, int]]) -> Any:
+    """A follower's Fetch (no session): `partitions` are (topic, partition, fetch offset, current leader epoch,
+    log start offset, partition max bytes)."""
+    topics: dict[str, list[dict[str, int]]] = {}
+    for topic, partition, offset, epoch, log_start, partition_max in partitions:
+        topics.setdefault(topic, []).append({
+            "partition": partition, "current_leader_epoch": epoch, "fetch_offset": offset, "last_fetched_epoch": -1,
+            "log_start_offset": log_start, "partition_max_bytes": partition_max})
+    return build(request_class(FETCH, version), {
+        "replica_id": replica_id, "max_wait": max_wait_ms, "min_bytes": 1, "max_bytes": max_bytes,
+        "isolation_level": 0, "session_id": 0, "session_epoch": -1, "rack_id": "",
+        "topics": [{"topic": t, "partitions": ps} for t, ps in topics.items()]})
+
+
+def offsets_for_leader_epoch_request(version: int, replica_id: int,
+                                     partitions: list[tuple[str, int, int, int]]) -> Any:
+    """OffsetsForLeaderEpoch: `partitions` are (topic, partition, current leader epoch, epoch to look up)."""
+    topics: dict[str, list[dict[str, int]]] = {}
+    for topic, partition, current, epoch in partitions:
+        topics.setdefault(topic, []).append(
+            {"partition": partition, "current_leader_epoch": current, "leader_epoch": epoch})
+    return build(request_class(OFFSET_FOR_LEADER_EPOCH, version), {
+        "replica_id": replica_id, "topics": [{"topic": t, "partitions": ps} for t, ps in topics.items()]})
+
+
 def metadata_request(version: int, topic: str) -> Any:
     """Metadata of one topic, never creating it."""
     return build(request_class(METADATA, version), {"topics": [{"name": topic}], "allow_auto_topic_creation": False})
 
 
-def list_offsets_request(version: int, topic: str, partition: int, timestamp: int, read_committed: bool) -> Any:
-    """The offset of one partition for `timestamp` (-2 earliest, -1 latest, or a time in ms)."""
+def list_offsets_request(version: int, topic: str, partition: int, timestamp: int, read_committed: bool,
+                         replica_id: int = -1) -> Any:
+    """The offset of one partition for `timestamp` (-2 earliest, -1 latest, or a time in ms); a follower
+    (`replica_id` >= 0) gets the leader's log end offset for latest, a consumer its high watermark."""
     return build(request_class(LIST_OFFSETS, version), {
-        "replica_id": -1, "isolation_level": int(read_committed),
+        "replica_id": replica_id, "isolation_level": int(read_committed),
         "topics": [{"name": topic, "partitions": [{"partition_index": partition, "current_leader_epoch": -1,
                                                    "timestamp": timestamp, "max_num_offsets": 1}]}]})
 

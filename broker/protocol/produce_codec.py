@@ -210,17 +210,18 @@ class PartitionResult:
     """One partition's outcome, as the response reports it."""
 
     __slots__ = ("index", "error_code", "base_offset", "log_append_time", "log_start_offset", "error_message",
-                 "record_errors")
+                 "record_errors", "end_offset")
 
     def __init__(self, index: int, error_code: int, base_offset: int = -1, log_append_time: int = -1,
                  log_start_offset: int = -1, error_message: str | None = None,
-                 record_errors: Sequence[tuple[int, str]] = ()) -> None:
+                 record_errors: Sequence[tuple[int, str]] = (), end_offset: int = -1) -> None:
         self.index = index
         self.error_code = error_code
         self.base_offset = base_offset
         self.log_append_time = log_append_time
         self.log_start_offset = log_start_offset
         self.error_message = error_message
+        self.end_offset = end_offset     # the offset after the appended batches (not sent; acks=-1 waits for it)
         self.record_errors = record_errors   # (batch_index, message) per rejected record, KIP-467 (v8+)
 
 

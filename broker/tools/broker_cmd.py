@@ -49,6 +49,8 @@ def run(args: argparse.Namespace) -> int:
     # imported here so that client commands do not pay for the server's imports
     from broker.allocator import keep_freed_memory
     from broker.errors import InvalidConfigError
+    from broker.cluster.membership import BrokerIdInUseError
+    from broker.cluster.zk_client import ZooKeeperUnavailableError
     from broker.server import DataDirLockedError, serve
 
     try:
@@ -56,12 +58,10 @@ def run(args: argparse.Namespace) -> int:
     except InvalidConfigError as e:
         raise CliError(str(e)) from None
     warn_if_exposed(str(config["host.name"]))
-    if config["zookeeper.connect"]:
-        raise CliError("zookeeper.connect is set, but cluster mode is not available yet; unset it to run the embedded broker")
     keep_freed_memory()
     try:
         asyncio.run(serve(config))
-    except DataDirLockedError as e:
+    except (DataDirLockedError, ZooKeeperUnavailableError, BrokerIdInUseError) as e:
         raise CliError(str(e)) from None
     except OSError as e:
         raise CliError(f"cannot listen on {config['host.name']}:{config['port']}: {e.strerror}") from None

@@ -107,6 +107,44 @@ def run(args: argparse.Namespace) -> int:
     return 0
 
 
+def run_up(args: argparse.Namespace) -> int:
+    """`pylog cluster up`: a local ZooKeeper and N brokers in the foreground until Ctrl-C (or SIGTERM)."""
+    import signal
+    import tempfile
+    import threading
+    from pathlib import Path
+
+    from broker.tools.local_cluster import DEV_SETTINGS, LocalCluster
+
+    root = Path(args.data_dir) if args.data_dir else Path(tempfile.mkdtemp(prefix="pylog-cluster-"))
+    settings: dict[str, object] = {**DEV_SETTINGS, "default.replication.factor": min(3, args.brokers),
+                                   "min.insync.replicas": min(2, args.brokers),
+                                   "offsets.topic.replication.factor": min(3, args.brokers)}
+    for item in args.set or []:
+        key, sep, value = item.partition("=")
+        if not sep:
+            raise CliError(f"--set expects key=value, got {item!r}")
+        settings[key.strip()] = value.strip()
+    cluster = LocalCluster(root, args.brokers, settings)
+    done = threading.Event()
+    signal.signal(signal.SIGTERM, lambda *_: done.set())
+    try:
+        cluster.start()
+        print(f"ZooKeeper: {cluster.zk_connect}")
+        print(f"bootstrap servers: {cluster.bootstrap}")
+        print(f"data: {root}")
+        print(f"status: pylog cluster status --zookeeper {cluster.zk_connect}")
+        print("Ctrl-C stops the cluster.", flush=True)
+        done.wait()
+    except KeyboardInterrupt:
+        pass
+    except (RuntimeError, OSError) as e:
+        raise CliError(f"the cluster did not start: {e}") from None
+    finally:
+        cluster.close()
+    return 0
+
+
 def register(sub: Any) -> None:
     p = sub.add_parser("cluster", help="a ZooKeeper-mode cluster's metadata")
     csub = p.add_subparsers(dest="cluster_command", metavar="ACTION", required=True)
@@ -115,3 +153,8 @@ def register(sub: Any) -> None:
     s.add_argument("--timeout", type=float, default=10.0, help="seconds to wait for a ZooKeeper session")
     s.add_argument("--json", action="store_true", help="print JSON instead of text")
     s.set_defaults(func=run)
+    u = csub.add_parser("up", help="a development cluster: a local ZooKeeper and N brokers, until Ctrl-C")
+    u.add_argument("--brokers", type=int, default=3, help="how many brokers (ids 0..N-1)")
+    u.add_argument("--data-dir", help="where ZooKeeper and the brokers keep their data (default: a new temp dir)")
+    u.add_argument("--set", action="append", metavar="KEY=VALUE", help="a broker setting for every broker")
+    u.set_defaults(func=run_up)

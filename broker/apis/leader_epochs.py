@@ -1,0 +1,44 @@
+"""OffsetsForLeaderEpoch: where a leader epoch ends in this leader's log (KIP-101, KIP-320).
+
+A follower asks before it copies from a new leader, to truncate a divergent tail; a consumer asks
+after a leader change, to detect truncation. The answer is the largest epoch at or below the one
+asked for and the offset where it ends (the log end for the current epoch), from the log's leader
+epoch cache; (-1, -1) when the log knows no such epoch. Decode → ask the replica manager → encode.
+"""
+from __future__ import annotations
+
+from typing import Any
+
+from broker.apis.common import error_result, field
+from broker.context import BrokerContext
+from broker.errors import ErrorCode
+from broker.protocol.builder import build
+from broker.protocol.codec import Request, response_schema
+
+UNDEFINED = -1
+
+
+def _end_of(ctx: BrokerContext, topic: str, partition: int, current_epoch: int, requested: int) -> tuple[int, int]:
+    plog = ctx.replicas.leader_log(topic, partition, current_epoch)
+    if plog.leader_epochs.latest_epoch is None:
+        # no epoch was ever assigned (the single broker's logs): the whole log is the current epoch
+        current = ctx.replicas.leader_epoch(topic, partition)
+        return (current, plog.log_end_offset) if requested >= current else (UNDEFINED, UNDEFINED)
+    return plog.leader_epochs.end_offset_for(requested, plog.log_end_offset)
+
+
+def handle(ctx: BrokerContext, req: Request) -> Any:
+    topics = []
+    for t in req.body.topics:
+        parts = []
+        for p in t.partitions:
+            entry: dict[str, Any] = {"error_code": ErrorCode.none, "partition": p.partition,
+                                     "leader_epoch": UNDEFINED, "end_offset": UNDEFINED}
+            try:
+                entry["leader_epoch"], entry["end_offset"] = _end_of(
+                    ctx, t.topic, p.partition, field(p, "current_leader_epoch", -1), p.leader_epoch)
+            except Exception as e:  # noqa: BLE001 - every failure becomes this partition's error code
+                entry["error_code"], _ = error_result(e)
+            parts.append(entry)
+        topics.append({"topic": t.topic, "partitions": parts})
+    return build(response_schema(23, req.api_version), {"throttle_time": 0, "topics": topics})

@@ -1,0 +1,218 @@
+"""This broker as a member of a ZooKeeper cluster: session, registration, controller, view, admin writes.
+
+Owns the cluster-mode lifecycle of one broker and every ZooKeeper write a broker (not the
+controller) makes, in Kafka's layout:
+
+- start: a ZooKeeper session (`zookeeper.connect`, chroot allowed), the ephemeral registration under
+  `/brokers/ids` (a duplicate broker.id is refused), the cluster view's watches, then contending for
+  controller (the controller's work runs on its own thread while this broker holds the epoch);
+- admin requests from any broker: topic creation (Kafka's replica assignment over the live brokers;
+  a replication factor above them is INVALID_REPLICATION_FACTOR), deletion requests, partition
+  increases; the controller acts on them;
+- a leader's ISR change: the partition state written only if its znode still has the version the
+  leader saw, plus an `/isr_change_notification` entry, as Kafka's ZooKeeper-mode leaders did;
+- producer id blocks from `/latest_producer_id_block` (Kafka's JSON, a conditional write per block),
+  so no two brokers hand out the same producer id;
+- controlled shutdown: asks the controller (a `/pylog/controlled_shutdown/<id>` request node) to move
+  this broker's leaderships away, and waits until the view shows it leads nothing.
+
+Calls here block (kazoo); the broker runs them on worker threads, never on its event loop.
+"""
+from __future__ import annotations
+
+import json
+import logging
+import time
+from typing import Any, Callable, Mapping
+
+from kazoo.exceptions import BadVersionError, NodeExistsError, NoNodeError
+
+from broker.cluster import zk_layout
+from broker.cluster.assignment import assign_replicas
+from broker.cluster.cluster_view import ClusterView, ClusterWatcher
+from broker.cluster.controller import ClusterController, create_topic, request_topic_deletion
+from broker.cluster.controller_election import ControllerElection
+from broker.cluster.membership import BrokerMembership
+from broker.cluster.zk_client import ZkClient
+from broker.cluster.zk_layout import BrokerRegistration, PartitionState, TopicAssignment
+from broker.errors import (
+    InvalidPartitionsError,
+    InvalidReplicationFactorError,
+    UnknownTopicOrPartitionError,
+)
+
+log = logging.getLogger(__name__)
+
+PRODUCER_ID_BLOCK_SIZE = 1000
+
+
+class ClusterNode:
+    def __init__(self, zk_connect: str, broker_id: int, host: str, port: int, *,
+                 session_timeout_ms: int, connection_timeout_ms: int | None, unclean_leader_election: bool,
+                 auto_leader_rebalance: bool, leader_imbalance_check_s: int,
+                 on_view: Callable[[ClusterView], None]) -> None:
+        self.broker_id = broker_id
+        self.zk = ZkClient(zk_connect, session_timeout_ms, connection_timeout_ms)
+        self.membership = BrokerMembership(self.zk, BrokerRegistration(broker_id, host, port))
+        self.watcher = ClusterWatcher(self.zk, on_view)
+        self.election = ControllerElection(self.zk, broker_id)
+        self.controller = ClusterController(self.zk, self.election, unclean_leader_election=unclean_leader_election,
+                                            auto_leader_rebalance=auto_leader_rebalance,
+                                            leader_imbalance_check_s=leader_imbalance_check_s)
+        self.election._on_elected = self.controller.start
+        self.election._on_resigned = self.controller.stop
+
+    @property
+    def view(self) -> ClusterView:
+        return self.watcher.view
+
+    def start(self) -> None:
+        self.zk.start()
+        self.zk.kazoo.ensure_path(zk_layout.CONTROLLED_SHUTDOWN)
+        self.membership.register()
+        self.watcher.start()
+        self.election.start()
+
+    def stop(self) -> None:
+        self.controller.stop()
+        try:
+            self.zk.stop()
+        except Exception:   # noqa: BLE001 - a ZooKeeper already gone must not fail shutdown
+            log.debug("closing the ZooKeeper session failed", exc_info=True)
+
+    # ------------------------------------------------------------ admin
+
+    def live_brokers(self) -> list[int]:
+        return sorted(self.view.brokers)
+
+    def create_topic(self, name: str, partitions: int, replication_factor: int, config: Mapping[str, str],
+                     validate_only: bool = False) -> TopicAssignment:
+        live = self.live_brokers()
+        if replication_factor > len(live):
+            raise InvalidReplicationFactorError(
+                f"Replication factor: {replication_factor} larger than available brokers: {len(live)}.")
+        if validate_only:
+            return TopicAssignment(name, assign_replicas(live, partitions, replication_factor))
+        return create_topic(self.zk, name, partitions, replication_factor, live, config)
+
+    def delete_topic(self, name: str) -> None:
+        if name not in self.view.topics:
+            raise UnknownTopicOrPartitionError(f"Topic '{name}' does not exist")
+        request_topic_deletion(self.zk, name)
+
+    def create_partitions(self, name: str, count: int, validate_only: bool = False) -> None:
+        """Add partitions to `name` up to `count`, assigned as Kafka assigns new partitions."""
+        kazoo = self.zk.kazoo
+        try:
+            data, stat = kazoo.get(zk_layout.topic_path(name))
+        except NoNodeError:
+            raise UnknownTopicOrPartitionError(f"Topic '{name}' does not exist") from None
+        current = TopicAssignment.decode(name, data)
+        old = len(current.partitions)
+        if count <= old:
+            raise InvalidPartitionsError(f"Topic '{name}' currently has {old} partitions, {count} would not be an "
+                                         "increase.")
+        rf = len(current.partitions[0])
+        extra = assign_replicas(self.live_brokers(), count - old, rf, first_partition=old)
+        if validate_only:
+            return
+        partitions = {**current.partitions, **extra}
+        new = TopicAssignment(name, partitions, current.topic_id, current.adding, current.removing)
+        try:
+            kazoo.set(zk_layout.topic_path(name), new.encode(), stat.version)
+        except BadVersionError:
+            raise InvalidPartitionsError(f"Topic '{name}' changed while adding partitions; try again") from None
+
+    # ------------------------------------------------------------ a leader's ISR change
+
+    def write_isr(self, tp: tuple[str, int], state: PartitionState, version: int) -> int:
+        """Write `state` if the znode is still at `version`; its new version. BadVersionError if it moved."""
+        topic, partition = tp
+        stat = self.zk.kazoo.set(zk_layout.partition_state_path(topic, partition), state.encode(), version)
+        try:
+            self.zk.kazoo.create(f"{zk_layout.ISR_CHANGES}/{zk_layout.ISR_CHANGE_PREFIX}",
+                                 zk_layout.encode_isr_change([tp]), sequence=True)
+        except NoNodeError:
+            pass
+        return int(stat.version)
+
+    # ------------------------------------------------------------ the cluster id
+
+    def cluster_id(self, proposed: str) -> str:
+        """The cluster's id from `/cluster/id` (Kafka's JSON), created with `proposed` by the first broker."""
+        kazoo = self.zk.kazoo
+        try:
+            kazoo.create(zk_layout.CLUSTER_ID, json.dumps({"version": "1", "id": proposed}).encode(), makepath=True)
+        except NodeExistsError:
+            pass
+        data, _ = kazoo.get(zk_layout.CLUSTER_ID)
+        return str(json.loads(data)["id"])
+
+    # ------------------------------------------------------------ producer ids
+
+    def producer_id_block(self) -> tuple[int, int]:
+        """A block of producer ids [start, end] no other broker will use (Kafka's ZooKeeper scheme)."""
+        kazoo = self.zk.kazoo
+        for _ in range(100):
+            try:
+                data, stat = kazoo.get(zk_layout.PRODUCER_ID_BLOCK)
+            except NoNodeError:
+                try:
+                    kazoo.create(zk_layout.PRODUCER_ID_BLOCK, b"", makepath=True)
+                except NodeExistsError:
+                    pass
+                continue
+            start = 0
+            if data:
+                last = json.loads(data)
+                start = int(last["block_end"]) + 1
+            end = start + PRODUCER_ID_BLOCK_SIZE - 1
+            value = {"version": 1, "broker": self.broker_id, "block_start": str(start), "block_end": str(end)}
+            try:
+                kazoo.set(zk_layout.PRODUCER_ID_BLOCK, json.dumps(value).encode(), stat.version)
+                return start, end
+            except BadVersionError:
+                continue
+        raise RuntimeError("could not claim a producer id block from ZooKeeper after 100 attempts")
+
+    # ------------------------------------------------------------ controlled shutdown
+
+    def controlled_shutdown(self, timeout_s: float) -> bool:
+        """Ask the controller to move this broker's leaderships away; True once the view shows none left."""
+        path = zk_layout.controlled_shutdown_path(self.broker_id)
+        try:
+            self.zk.kazoo.create(path, b"", ephemeral=True, makepath=True)
+        except NodeExistsError:
+            pass
+        deadline = time.monotonic() + timeout_s
+        try:
+            while time.monotonic() < deadline:
+                if not self.leads_anything_replicated():
+                    return True
+                time.sleep(0.05)
+            return False
+        finally:
+            try:
+                self.zk.kazoo.delete(path)
+            except NoNodeError:
+                pass
+
+    def leads_anything_replicated(self) -> bool:
+        """Whether this broker leads a partition that has another live replica in its ISR."""
+        view = self.view
+        for sv in view.states.values():
+            s = sv.state
+            if s.leader == self.broker_id and any(r != self.broker_id and r in view.brokers for r in s.isr):
+                return True
+        return False
+
+
+def node_settings(config: Any) -> dict[str, Any]:
+    """The ClusterNode keyword settings from a BrokerConfig."""
+    return {
+        "session_timeout_ms": config["zookeeper.session.timeout.ms"],
+        "connection_timeout_ms": config["zookeeper.connection.timeout.ms"],
+        "unclean_leader_election": config["unclean.leader.election.enable"],
+        "auto_leader_rebalance": config["auto.leader.rebalance.enable"],
+        "leader_imbalance_check_s": config["leader.imbalance.check.interval.seconds"],
+    }

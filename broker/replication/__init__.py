@@ -1,0 +1,1 @@
+"""Cluster mode's replication: partition roles, leader-side ISR and high watermark, replica fetchers."""

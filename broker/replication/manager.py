@@ -1,0 +1,412 @@
+"""Cluster mode's replication on one broker: partition roles from the cluster view, ISR and high watermark.
+
+Owns, on the broker's event loop (Kafka's ReplicaManager and Partition, ZooKeeper mode):
+
+- roles: `apply(view)` makes this broker leader or follower of each partition it replicates, as the
+  partition states the controller wrote say. A new leader epoch starts a new `LeaderState` and an
+  entry in the log's leader epoch cache; a follower is handed to the fetcher of its leader, which
+  truncates by epoch before it copies. Topics gone from the view are deleted here;
+- the leader's checks for client requests: not the leader → NOT_LEADER_OR_FOLLOWER (no live
+  leader → LEADER_NOT_AVAILABLE); a stale or future leader epoch → FENCED/UNKNOWN_LEADER_EPOCH;
+  acks=all with fewer in-sync replicas than `min.insync.replicas` → NOT_ENOUGH_REPLICAS before
+  anything is written;
+- follower fetches: their positions advance the high watermark, which releases acks=all produces
+  waiting for it (`wait_replicated`) and consumers' fetches (they read below it only);
+- ISR changes, written by the leader to the partition's state znode conditionally on the version
+  it last saw (a stale leader writes nothing and learns it is stale): a follower not caught up for
+  `replica.lag.time.max.ms` leaves, one that caught up with the high watermark rejoins. Each change
+  is committed in ZooKeeper before it counts (`LeaderState.commit_isr`);
+- losing leadership fails every waiting acks=all produce with NOT_LEADER_OR_FOLLOWER: a record is
+  acknowledged only when every in-sync replica has it.
+
+Never talks to ZooKeeper itself: `IsrWriter` (the cluster node) does the writes, on a worker thread.
+"""
+from __future__ import annotations
+
+import asyncio
+import logging
+import time
+from dataclasses import dataclass, field
+from enum import Enum
+from typing import TYPE_CHECKING, Callable
+
+from broker.cluster.cluster_view import ClusterView, StateVersion
+from broker.cluster.zk_layout import PartitionState
+from broker.config import BrokerConfig
+from broker.errors import (
+    FencedLeaderEpochError,
+    LeaderNotAvailableError,
+    NotEnoughReplicasAfterAppendError,
+    NotEnoughReplicasError,
+    NotLeaderOrFollowerError,
+    RequestTimedOutError,
+    UnknownLeaderEpochError,
+    UnknownTopicOrPartitionError,
+)
+from broker.log.partition_log import PartitionLog
+from broker.replication.leader_state import LeaderState
+from broker.replication.replica_fetcher import FetcherSettings, FollowedPartition, ReplicaFetcher
+
+if TYPE_CHECKING:
+    from broker.replica_manager import ReplicaManager
+
+log = logging.getLogger(__name__)
+
+TopicPartition = tuple[str, int]
+# (partition, new state, znode version it must still have) -> the znode's new version; raises if it moved
+IsrWriter = Callable[[TopicPartition, PartitionState, int], int]
+
+
+class Role(Enum):
+    LEADER = "leader"
+    FOLLOWER = "follower"
+    NONE = "none"            # a replica whose partition has no live leader, or no state yet
+
+
+@dataclass(eq=False)
+class ReplicaRole:
+    topic: str
+    partition: int
+    log: PartitionLog
+    role: Role
+    leader_id: int
+    leader_epoch: int
+    replicas: tuple[int, ...]
+    isr: tuple[int, ...]
+    zk_version: int
+    controller_epoch: int
+    leader_state: LeaderState | None = None
+    isr_change_pending: bool = False
+    waiters: list[tuple[int, "asyncio.Future[None]"]] = field(default_factory=list)
+
+    @property
+    def tp(self) -> TopicPartition:
+        return (self.topic, self.partition)
+
+
+class Replication:
+    def __init__(self, node_id: int, config: BrokerConfig, replicas: "ReplicaManager", isr_writer: IsrWriter,
+                 on_high_watermark: Callable[[TopicPartition], None]) -> None:
+        self.node_id = node_id
+        self.config = config
+        self.replicas = replicas
+        self.isr_writer = isr_writer
+        self._on_high_watermark = on_high_watermark
+        self.view = ClusterView()
+        self.roles: dict[TopicPartition, ReplicaRole] = {}
+        self.fetchers: dict[int, ReplicaFetcher] = {}
+        self.lag_ms: int = config["replica.lag.time.max.ms"]
+        self._isr_task: asyncio.Task[None] | None = None
+        self._leadership_listeners: dict[str, list[Callable[[int, bool], None]]] = {}
+        self._fetcher_settings = FetcherSettings(
+            replica_id=node_id, max_wait_ms=config["replica.fetch.wait.max.ms"],
+            partition_max_bytes=config["replica.fetch.max.bytes"],
+            max_bytes=config["replica.fetch.response.max.bytes"], backoff_ms=config["replica.fetch.backoff.ms"],
+            request_timeout_ms=max(config["replica.lag.time.max.ms"], 5000))
+
+    def on_leadership(self, topic: str, listener: Callable[[int, bool], None]) -> None:
+        """Call `listener(partition, is_leader)` whenever this broker gains or loses leadership of a
+        partition of `topic` (the group coordinator follows `__consumer_offsets` this way)."""
+        self._leadership_listeners.setdefault(topic, []).append(listener)
+
+    def _tell(self, tp: TopicPartition, leader: bool) -> None:
+        for listener in self._leadership_listeners.get(tp[0], ()):
+            try:
+                listener(tp[1], leader)
+            except Exception:   # noqa: BLE001 - a listener's failure must not stop role changes
+                log.exception("leadership listener for %s-%d failed", *tp)
+
+    @staticmethod
+    def now_ms() -> int:
+        return int(time.time() * 1000)
+
+    def start(self) -> None:
+        self._isr_task = asyncio.get_running_loop().create_task(self._isr_loop(), name="isr-expiry")
+
+    async def stop(self) -> None:
+        if self._isr_task is not None:
+            self._isr_task.cancel()
+        for fetcher in list(self.fetchers.values()):
+            await fetcher.stop()
+        self.fetchers.clear()
+        for role in self.roles.values():
+            self._fail_waiters(role, NotLeaderOrFollowerError(f"broker {self.node_id} is shutting down"))
+
+    # ------------------------------------------------------------ roles from the cluster view
+
+    def apply(self, view: ClusterView) -> None:
+        """Bring local topics, logs and roles in line with `view` (on the event loop)."""
+        self.view = view
+        self._sync_topics(view)
+        for (topic, partition), sv in view.states.items():
+            replicas = view.replicas(topic, partition)
+            if self.node_id not in replicas:
+                continue
+            plog = self.replicas.logs.get(topic, partition)
+            if plog is None:
+                continue
+            self._apply_state(topic, partition, plog, replicas, sv, view)
+        for tp in [tp for tp in self.roles if tp not in view.states]:
+            self._drop(tp)
+        for leader_id, fetcher in list(self.fetchers.items()):
+            if not fetcher.partitions:
+                asyncio.get_running_loop().create_task(fetcher.stop())
+                del self.fetchers[leader_id]
+
+    def _sync_topics(self, view: ClusterView) -> None:
+        registry = self.replicas.registry
+        for name, assignment in view.topics.items():
+            count = len(assignment.partitions)
+            overrides = dict(view.configs.get(name, {}))
+            info = registry.get(name)
+            if info is None or (assignment.topic_id is not None and info.topic_id != assignment.topic_id):
+                if info is not None:      # re-created under the same name: the old logs go
+                    self._delete_topic(name)
+                registry.mirror(name, assignment.topic_id, count, overrides)
+            else:
+                if info.partitions != count:
+                    registry.mirror(name, info.topic_id, count, overrides)
+                if info.overrides != overrides:
+                    registry.mirror(name, info.topic_id, count, overrides)
+                    self.replicas.logs.update_topic_config(name, registry.config_of(name))
+            config = registry.config_of(name)
+            for p, replicas in assignment.partitions.items():
+                if self.node_id in replicas and self.replicas.logs.get(name, p) is None:
+                    plog = self.replicas.logs.create(name, p, config)
+                    plog.replicated = True
+        for info in list(registry):
+            if info.name not in view.topics:
+                self._delete_topic(info.name)
+
+    def _delete_topic(self, name: str) -> None:
+        for tp in [tp for tp in self.roles if tp[0] == name]:
+            self._drop(tp)
+        registry = self.replicas.registry
+        if name in registry:
+            registry.delete(name)
+        self.replicas.logs.delete_topic(name)
+        log.info("topic %s deleted on broker %d", name, self.node_id)
+
+    def _drop(self, tp: TopicPartition) -> None:
+        role = self.roles.pop(tp, None)
+        if role is None:
+            return
+        self._unfollow(tp)
+        self._fail_waiters(role, NotLeaderOrFollowerError(f"{tp[0]}-{tp[1]} is gone from broker {self.node_id}"))
+        if role.role == Role.LEADER:
+            self._tell(tp, False)
+
+    def _apply_state(self, topic: str, partition: int, plog: PartitionLog, replicas: tuple[int, ...],
+                     sv: StateVersion, view: ClusterView) -> None:
+        state = sv.state
+        tp = (topic, partition)
+        role = self.roles.get(tp)
+        same_epoch = role is not None and role.leader_epoch == state.leader_epoch and role.leader_id == state.leader
+        if role is not None and same_epoch:
+            if sv.zk_version >= role.zk_version:       # an ISR change (ours or the controller's)
+                role.isr, role.zk_version, role.controller_epoch = state.isr, sv.zk_version, state.controller_epoch
+                role.replicas = replicas
+                if role.leader_state is not None:
+                    role.leader_state.replicas = replicas
+                    role.leader_state.commit_isr(state.isr)
+                    self._maybe_advance(role)
+            if role.role == Role.FOLLOWER and role.leader_id in view.brokers:
+                self._follow(role, view)    # the leader's address may have changed (a restart)
+            return
+        if role is not None and role.role == Role.LEADER:
+            self._fail_waiters(role, NotLeaderOrFollowerError(
+                f"{topic}-{partition}: broker {self.node_id} is no longer the leader (epoch {state.leader_epoch})"))
+            if state.leader != self.node_id:
+                self._tell(tp, False)
+        plog.replicated = True
+        if state.leader == self.node_id:
+            role = self._become_leader(topic, partition, plog, replicas, sv)
+        else:
+            new_role = Role.FOLLOWER if state.leader in view.brokers else Role.NONE
+            role = ReplicaRole(topic, partition, plog, new_role, state.leader, state.leader_epoch, replicas,
+                               state.isr, sv.zk_version, state.controller_epoch)
+            self.roles[tp] = role
+            self._unfollow(tp)
+            if new_role == Role.FOLLOWER:
+                self._follow(role, view)
+            log.info("%s-%d: broker %d follows %d (epoch %d)", topic, partition, self.node_id, state.leader,
+                     state.leader_epoch)
+
+    def _become_leader(self, topic: str, partition: int, plog: PartitionLog, replicas: tuple[int, ...],
+                       sv: StateVersion) -> ReplicaRole:
+        state = sv.state
+        self._unfollow((topic, partition))
+        plog.leader_epochs.assign(state.leader_epoch, plog.log_end_offset)
+        leader_state = LeaderState(self.node_id, replicas, state.isr, plog.log_end_offset, plog.high_watermark,
+                                   self.now_ms())
+        role = ReplicaRole(topic, partition, plog, Role.LEADER, self.node_id, state.leader_epoch, replicas, state.isr,
+                           sv.zk_version, state.controller_epoch, leader_state)
+        self.roles[(topic, partition)] = role
+        log.info("%s-%d: broker %d leads (epoch %d, isr %s, log end %d, high watermark %d)", topic, partition,
+                 self.node_id, state.leader_epoch, list(state.isr), plog.log_end_offset, plog.high_watermark)
+        self._maybe_advance(role)
+        self._tell((topic, partition), True)
+        return role
+
+    def _follow(self, role: ReplicaRole, view: ClusterView) -> None:
+        reg = view.brokers.get(role.leader_id)
+        if reg is None:
+            return
+        fetcher = self.fetchers.get(role.leader_id)
+        if fetcher is not None and fetcher.address != (reg.host, reg.port):
+            asyncio.get_running_loop().create_task(fetcher.stop())
+            fetcher = None
+        if fetcher is None:
+            fetcher = ReplicaFetcher(role.leader_id, reg.host, reg.port, self._fetcher_settings,
+                                     self._on_high_watermark)
+            self.fetchers[role.leader_id] = fetcher
+        current = fetcher.partitions.get(role.tp)
+        if current is not None and current.leader_epoch == role.leader_epoch:
+            return
+        fetcher.add(FollowedPartition(role.topic, role.partition, role.log, role.leader_epoch))
+
+    def _unfollow(self, tp: TopicPartition) -> None:
+        for fetcher in self.fetchers.values():
+            fetcher.remove(tp)
+
+    # ------------------------------------------------------------ checks for client requests
+
+    def leader_role(self, topic: str, partition: int, current_leader_epoch: int = -1) -> ReplicaRole:
+        """This broker's role as the partition's leader, or the error a client must get."""
+        role = self.roles.get((topic, partition))
+        if role is None or role.role != Role.LEADER:
+            if self.view.partitions_of(topic) == 0:
+                raise UnknownTopicOrPartitionError(f"Topic '{topic}' does not exist")
+            if not 0 <= partition < self.view.partitions_of(topic):
+                raise UnknownTopicOrPartitionError(f"Partition {partition} of topic '{topic}' does not exist")
+            leader = self.view.leader(topic, partition)
+            if leader < 0:
+                raise LeaderNotAvailableError(f"{topic}-{partition} has no live leader")
+            raise NotLeaderOrFollowerError(f"broker {self.node_id} is not the leader of {topic}-{partition} "
+                                           f"(broker {leader} is)")
+        if current_leader_epoch > role.leader_epoch:
+            raise UnknownLeaderEpochError(f"{topic}-{partition}: leader epoch {current_leader_epoch} is newer than "
+                                          f"{role.leader_epoch}")
+        if 0 <= current_leader_epoch < role.leader_epoch:
+            raise FencedLeaderEpochError(f"{topic}-{partition}: leader epoch {current_leader_epoch} is older than "
+                                         f"{role.leader_epoch}")
+        return role
+
+    def check_min_isr(self, role: ReplicaRole) -> None:
+        """acks=all: refuse before writing when the ISR is smaller than min.insync.replicas."""
+        needed = self.replicas.registry.config_of(role.topic).min_insync_replicas
+        if len(role.isr) < needed:
+            raise NotEnoughReplicasError(
+                f"{role.topic}-{role.partition}: {len(role.isr)} in-sync replicas {list(role.isr)}, "
+                f"min.insync.replicas is {needed}")
+
+    def after_append(self, role: ReplicaRole) -> None:
+        """A leader append: with no other in-sync replica the high watermark moves at once."""
+        self._maybe_advance(role)
+
+    def wait_replicated(self, role: ReplicaRole, end_offset: int, timeout_ms: int) -> "asyncio.Future[None] | None":
+        """None when every in-sync replica already has the records below `end_offset`, else a future that
+        completes when they do (or fails: timeout, lost leadership, ISR below min.insync.replicas)."""
+        if role.log.high_watermark >= end_offset:
+            self._check_after_append(role)
+            return None
+        fut: asyncio.Future[None] = asyncio.get_running_loop().create_future()
+        role.waiters.append((end_offset, fut))
+        loop = asyncio.get_running_loop()
+
+        def expire() -> None:
+            if not fut.done():
+                fut.set_exception(RequestTimedOutError(
+                    f"{role.topic}-{role.partition}: the in-sync replicas {list(role.isr)} did not all have offset "
+                    f"{end_offset - 1} within {timeout_ms} ms"))
+        handle = loop.call_later(max(timeout_ms, 0) / 1000.0, expire)
+        fut.add_done_callback(lambda _f: handle.cancel())
+        return fut
+
+    def _check_after_append(self, role: ReplicaRole) -> None:
+        needed = self.replicas.registry.config_of(role.topic).min_insync_replicas
+        if len(role.isr) < needed:
+            raise NotEnoughReplicasAfterAppendError(
+                f"{role.topic}-{role.partition}: written, but the ISR {list(role.isr)} fell below "
+                f"min.insync.replicas={needed}")
+
+    # ------------------------------------------------------------ followers, high watermark, ISR
+
+    def on_follower_fetch(self, role: ReplicaRole, follower: int, fetch_offset: int) -> None:
+        state = role.leader_state
+        if state is None:
+            return
+        state.on_follower_fetch(follower, fetch_offset, role.log.log_end_offset, self.now_ms())
+        self._maybe_advance(role)
+        if not role.isr_change_pending and follower not in role.isr and follower in state.expand_candidates():
+            self._change_isr(role, tuple(sorted({*role.isr, follower}, key=role.replicas.index)),
+                             f"broker {follower} caught up")
+
+    def _maybe_advance(self, role: ReplicaRole) -> None:
+        state = role.leader_state
+        if state is None:
+            return
+        if state.advance_high_watermark(role.log.log_end_offset):
+            role.log.update_high_watermark(state.high_watermark)
+            self._release(role)
+            self._on_high_watermark(role.tp)
+
+    def _release(self, role: ReplicaRole) -> None:
+        hw = role.log.high_watermark
+        keep = []
+        for end_offset, fut in role.waiters:
+            if fut.done():
+                continue
+            if hw >= end_offset:
+                try:
+                    self._check_after_append(role)
+                    fut.set_result(None)
+                except NotEnoughReplicasAfterAppendError as e:
+                    fut.set_exception(e)
+            else:
+                keep.append((end_offset, fut))
+        role.waiters = keep
+
+    def _fail_waiters(self, role: ReplicaRole, error: Exception) -> None:
+        for _, fut in role.waiters:
+            if not fut.done():
+                fut.set_exception(error)
+        role.waiters = []
+
+    async def _isr_loop(self) -> None:
+        """Kafka's isr-expiration task: every half lag time, drop followers that fell behind."""
+        while True:
+            await asyncio.sleep(max(self.lag_ms / 2000.0, 0.05))
+            now = self.now_ms()
+            for role in list(self.roles.values()):
+                state = role.leader_state
+                if role.role != Role.LEADER or state is None or role.isr_change_pending:
+                    continue
+                out = state.shrink_candidates(now, self.lag_ms)
+                if out:
+                    self._change_isr(role, tuple(r for r in role.isr if r not in out),
+                                     f"brokers {list(out)} not caught up for {self.lag_ms} ms")
+
+    def _change_isr(self, role: ReplicaRole, isr: tuple[int, ...], why: str) -> None:
+        role.isr_change_pending = True
+        state = PartitionState(self.node_id, role.leader_epoch, isr, role.controller_epoch)
+        asyncio.get_running_loop().create_task(self._write_isr(role, state, role.zk_version, why))
+
+    async def _write_isr(self, role: ReplicaRole, state: PartitionState, version: int, why: str) -> None:
+        try:
+            new_version = await asyncio.to_thread(self.isr_writer, role.tp, state, version)
+        except Exception as e:   # noqa: BLE001 - a stale version or a lost session: the view will tell
+            log.warning("%s-%d: ISR change to %s not written (%s): %s", role.topic, role.partition,
+                        list(state.isr), why, e)
+            return
+        finally:
+            role.isr_change_pending = False
+        if self.roles.get(role.tp) is not role or role.leader_epoch != state.leader_epoch:
+            return
+        log.info("%s-%d: ISR %s -> %s (%s)", role.topic, role.partition, list(role.isr), list(state.isr), why)
+        if new_version > role.zk_version:
+            role.isr, role.zk_version = state.isr, new_version
+            if role.leader_state is not None:
+                role.leader_state.commit_isr(state.isr)
+        self._maybe_advance(role)
+        self._release(role)

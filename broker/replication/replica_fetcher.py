@@ -1,0 +1,262 @@
+"""A follower's fetcher: copies the partitions one leader leads into this broker's logs.
+
+Owns, per leader broker, one connection and one loop (Kafka's ReplicaFetcherThread, as an asyncio
+task on the broker's loop):
+
+- a partition added for a new leader epoch first truncates its divergent tail by epoch: it asks the
+  leader (OffsetsForLeaderEpoch) where its own latest epoch ends on the leader and truncates there,
+  never by high watermark alone (KIP-101/279). A leader that knows no such epoch makes it fall back
+  to its high watermark, as Kafka does;
+- then it fetches with its replica id from its log end offset, naming the leader epoch it follows
+  (a leader of another epoch answers FENCED/UNKNOWN_LEADER_EPOCH and nothing is copied), appends
+  the batches as they are (offsets and leader epochs kept) and takes the leader's high watermark,
+  bounded by its own log end offset;
+- OFFSET_OUT_OF_RANGE: ahead of the leader → truncate to the leader's end; behind its log start →
+  start over at the leader's log start (ListOffsets);
+- a lost connection backs off `replica.fetch.backoff.ms` and connects again; the loop ends when no
+  partition is left to follow.
+
+Never changes roles: the replication manager adds and removes partitions as the cluster view says.
+"""
+from __future__ import annotations
+
+import asyncio
+import logging
+from dataclasses import dataclass, field
+from typing import Callable
+
+from broker.errors import ErrorCode, KafkaError
+from broker.log.partition_log import PartitionLog
+from broker.protocol.client_codec import (
+    FETCH,
+    LIST_OFFSETS,
+    OFFSET_FOR_LEADER_EPOCH,
+    list_offsets_request,
+    offsets_for_leader_epoch_request,
+    replica_fetch_request,
+)
+from broker.protocol.fetch_response import FetchResponseError, decode_fetch_response
+from broker.quiet_logging import quiet
+from broker.replication.peer_connection import PeerConnection, PeerUnavailableError
+
+log = logging.getLogger(__name__)
+quiet_log = quiet(logging.getLogger(__name__ + ".repeats"))
+
+TopicPartition = tuple[str, int]
+FETCH_VERSION, OFFSET_FOR_LEADER_EPOCH_VERSION, LIST_OFFSETS_VERSION = 12, 4, 7
+RETRY_SOON_S = 0.05
+
+
+@dataclass(eq=False)
+class FollowedPartition:
+    topic: str
+    partition: int
+    log: PartitionLog
+    leader_epoch: int
+    truncated: bool = False
+    fenced_until: float = field(default=0.0)
+
+    @property
+    def tp(self) -> TopicPartition:
+        return (self.topic, self.partition)
+
+
+@dataclass(frozen=True)
+class FetcherSettings:
+    replica_id: int
+    max_wait_ms: int
+    partition_max_bytes: int
+    max_bytes: int
+    backoff_ms: int
+    request_timeout_ms: int
+
+
+class ReplicaFetcher:
+    def __init__(self, leader_id: int, host: str, port: int, settings: FetcherSettings,
+                 on_high_watermark: Callable[[TopicPartition], None]) -> None:
+        self.leader_id = leader_id
+        self.settings = settings
+        self.conn = PeerConnection(host, port, f"replica-fetcher-{settings.replica_id}-from-{leader_id}")
+        self.partitions: dict[TopicPartition, FollowedPartition] = {}
+        self._on_high_watermark = on_high_watermark
+        self._task: asyncio.Task[None] | None = None
+        self._wakeup = asyncio.Event()
+
+    @property
+    def address(self) -> tuple[str, int]:
+        return (self.conn.host, self.conn.port)
+
+    def add(self, fp: FollowedPartition) -> None:
+        self.partitions[fp.tp] = fp
+        self._wakeup.set()
+        if self._task is None or self._task.done():
+            self._task = asyncio.get_running_loop().create_task(self._run(), name=f"fetcher-{self.leader_id}")
+
+    def remove(self, tp: TopicPartition) -> None:
+        self.partitions.pop(tp, None)
+
+    async def stop(self) -> None:
+        self.partitions.clear()
+        task, self._task = self._task, None
+        if task is not None:
+            task.cancel()
+            await asyncio.gather(task, return_exceptions=True)
+        self.conn.close()
+
+    # ------------------------------------------------------------ the loop
+
+    async def _run(self) -> None:
+        backoff_s = self.settings.backoff_ms / 1000.0
+        while self.partitions:
+            try:
+                pending = [fp for fp in self.partitions.values() if not fp.truncated]
+                if pending:
+                    await self._truncate(pending)
+                ready = [fp for fp in self.partitions.values()
+                         if fp.truncated and fp.fenced_until <= asyncio.get_running_loop().time()]
+                if ready:
+                    await self._fetch(ready)
+                else:
+                    self._wakeup.clear()
+                    try:
+                        await asyncio.wait_for(self._wakeup.wait(), RETRY_SOON_S * 4)
+                    except asyncio.TimeoutError:
+                        pass
+            except PeerUnavailableError as e:
+                quiet_log.warning("replica fetcher of broker %d: %s; retrying in %d ms", self.settings.replica_id,
+                                  e, self.settings.backoff_ms)
+                await asyncio.sleep(backoff_s)
+            except asyncio.CancelledError:
+                raise
+            except Exception:   # noqa: BLE001 - one bad answer must not stop replication
+                log.exception("replica fetcher of broker %d from broker %d failed; retrying",
+                              self.settings.replica_id, self.leader_id)
+                await asyncio.sleep(backoff_s)
+        self.conn.close()
+
+    def _current(self, fp: FollowedPartition) -> bool:
+        """Still followed, for the same epoch (roles may change while a request is out)."""
+        return self.partitions.get(fp.tp) is fp
+
+    def _fence(self, fp: FollowedPartition, why: str) -> None:
+        quiet_log.info("%s-%d: %s (leader %d, epoch %d); waiting for new metadata", fp.topic, fp.partition, why,
+                       self.leader_id, fp.leader_epoch)
+        fp.fenced_until = asyncio.get_running_loop().time() + self.settings.backoff_ms / 1000.0
+
+    # ------------------------------------------------------------ truncation by leader epoch
+
+    async def _truncate(self, pending: list[FollowedPartition]) -> None:
+        asks: list[tuple[str, int, int, int]] = []
+        for fp in pending:
+            latest = fp.log.leader_epochs.latest_epoch
+            if latest is None:
+                # no epoch history: only records below the high watermark are known to be committed
+                self._truncate_to(fp, fp.log.high_watermark, "no leader epoch history")
+                fp.truncated = True
+                continue
+            asks.append((fp.topic, fp.partition, fp.leader_epoch, latest))
+        if not asks:
+            return
+        body = offsets_for_leader_epoch_request(OFFSET_FOR_LEADER_EPOCH_VERSION, self.settings.replica_id, asks)
+        resp = await self.conn.request(OFFSET_FOR_LEADER_EPOCH, OFFSET_FOR_LEADER_EPOCH_VERSION, body,
+                                       self.settings.request_timeout_ms / 1000.0)
+        by_tp = {(t.topic, p.partition): p for t in resp.topics for p in t.partitions}
+        for fp in pending:
+            if fp.truncated or not self._current(fp):
+                continue
+            answer = by_tp.get(fp.tp)
+            if answer is None:
+                continue
+            if answer.error_code != ErrorCode.none:
+                self._fence(fp, f"OffsetsForLeaderEpoch answered {ErrorCode(answer.error_code).name}")
+                continue
+            if answer.leader_epoch < 0 or answer.end_offset < 0:
+                self._truncate_to(fp, fp.log.high_watermark, "the leader knows no epoch at or before ours")
+            else:
+                _, own_end = fp.log.leader_epochs.end_offset_for(answer.leader_epoch, fp.log.log_end_offset)
+                target = min(answer.end_offset, own_end if own_end >= 0 else fp.log.log_end_offset)
+                self._truncate_to(fp, target, f"epoch {answer.leader_epoch} ends at {answer.end_offset} on the leader")
+            fp.truncated = True
+
+    def _truncate_to(self, fp: FollowedPartition, offset: int, why: str) -> None:
+        if offset >= fp.log.log_end_offset:
+            return
+        before = fp.log.log_end_offset
+        after = fp.log.truncate_to(max(offset, fp.log.log_start_offset))
+        log.info("%s-%d: truncated from %d to %d (%s)", fp.topic, fp.partition, before, after, why)
+
+    # ------------------------------------------------------------ fetching
+
+    async def _fetch(self, ready: list[FollowedPartition]) -> None:
+        s = self.settings
+        wanted = [(fp.topic, fp.partition, fp.log.log_end_offset, fp.leader_epoch, fp.log.log_start_offset,
+                   s.partition_max_bytes) for fp in ready]
+        body = replica_fetch_request(FETCH_VERSION, s.replica_id, s.max_wait_ms, s.max_bytes, wanted)
+        raw = await self.conn.request_raw(FETCH, FETCH_VERSION, body,
+                                          (s.request_timeout_ms + s.max_wait_ms) / 1000.0)
+        try:
+            resp = decode_fetch_response(raw, FETCH_VERSION)
+        except FetchResponseError as e:
+            self.conn.close()
+            raise PeerUnavailableError(f"broker {self.conn.address}: {e}") from None
+        if resp.error_code != ErrorCode.none:
+            raise PeerUnavailableError(f"broker {self.conn.address} refused the fetch: "
+                                       f"{ErrorCode(resp.error_code).name}")
+        by_tp = {(fp.topic, fp.partition): fp for fp in ready}
+        for part in resp.partitions:
+            fp = by_tp.get((part.topic, part.index))
+            if fp is None or not self._current(fp):
+                continue
+            code = part.error_code
+            if code == ErrorCode.none:
+                self._apply(fp, part.records, part.high_watermark, part.log_start_offset)
+            elif code == ErrorCode.offset_out_of_range:
+                await self._out_of_range(fp)
+            elif code in (ErrorCode.fenced_leader_epoch, ErrorCode.unknown_leader_epoch,
+                          ErrorCode.not_leader_or_follower, ErrorCode.unknown_topic_or_partition):
+                self._fence(fp, f"the leader answered {ErrorCode(code).name}")
+            else:
+                quiet_log.warning("%s-%d: fetch from leader %d answered %s", fp.topic, fp.partition, self.leader_id,
+                                  ErrorCode(code).name)
+                fp.fenced_until = asyncio.get_running_loop().time() + s.backoff_ms / 1000.0
+
+    def _apply(self, fp: FollowedPartition, records: memoryview | None, high_watermark: int,
+               leader_log_start: int) -> None:
+        plog = fp.log
+        if records is not None and len(records):
+            try:
+                plog.append_as_follower(records)
+            except KafkaError as e:
+                log.warning("%s-%d: cannot append what leader %d sent (%s); truncating by epoch again",
+                            fp.topic, fp.partition, self.leader_id, e)
+                fp.truncated = False
+                return
+        if leader_log_start > plog.log_start_offset and leader_log_start <= plog.log_end_offset:
+            plog.delete_records_before(leader_log_start)
+        before = plog.high_watermark
+        plog.update_high_watermark(min(high_watermark, plog.log_end_offset))
+        if plog.high_watermark != before:
+            self._on_high_watermark(fp.tp)
+
+    async def _out_of_range(self, fp: FollowedPartition) -> None:
+        """Our fetch offset is outside the leader's log: ahead of its end, or behind its start."""
+        timeout_s = self.settings.request_timeout_ms / 1000.0
+        edges = {}
+        for which in (-2, -1):
+            body = list_offsets_request(LIST_OFFSETS_VERSION, fp.topic, fp.partition, which, False,
+                                        replica_id=self.settings.replica_id)
+            resp = await self.conn.request(LIST_OFFSETS, LIST_OFFSETS_VERSION, body, timeout_s)
+            part = resp.topics[0].partitions[0]
+            if part.error_code != ErrorCode.none:
+                self._fence(fp, f"ListOffsets answered {ErrorCode(part.error_code).name}")
+                return
+            edges[which] = part.offset
+        if not self._current(fp):
+            return
+        earliest, latest = edges[-2], edges[-1]
+        end = fp.log.log_end_offset
+        if end > latest:
+            self._truncate_to(fp, latest, f"ahead of the leader's log end {latest}")
+        elif end < earliest:
+            log.info("%s-%d: behind the leader's log start %d; starting over there", fp.topic, fp.partition, earliest)
+            fp.log.truncate_fully_and_start_at(earliest)
