@@ -1,13 +1,15 @@
 """Cluster mode end to end (issue 11): a real ZooKeeper and three real `pylog broker` processes.
 
-Each test starts from the shared three-broker cluster of this module (ZooKeeper session timeout 4 s,
-replica.lag.time.max.ms 1.5 s, min.insync.replicas 2) with real clients: confluent-kafka for
-produce and consume, raw protocol requests where a test must address one broker.
+Each test starts from the shared three-broker cluster of this module (ZooKeeper session timeout 2.5 s,
+replica.lag.time.max.ms 1 s, min.insync.replicas 2) with real clients: confluent-kafka for produce
+and consume, raw protocol requests where a test must address one broker. A test that kills, stops
+or freezes brokers brings every one of them back and waits for full ISRs before it ends.
 """
 from __future__ import annotations
 
 import datetime
 import hashlib
+import threading
 import time
 from pathlib import Path
 from typing import Any, Iterator
@@ -28,8 +30,8 @@ SETTINGS = {
     "default.replication.factor": 3,
     "min.insync.replicas": 2,
     "offsets.topic.replication.factor": 3,
-    "zookeeper.session.timeout.ms": 4000,
-    "replica.lag.time.max.ms": 1500,
+    "zookeeper.session.timeout.ms": 2500,
+    "replica.lag.time.max.ms": 1000,
     "replica.fetch.wait.max.ms": 200,
     "replica.fetch.backoff.ms": 200,
     "auto.leader.rebalance.enable": "false",
@@ -125,3 +127,186 @@ def test_replication_factor_above_the_live_brokers_is_refused(cluster: LocalClus
         _create(cluster, topic, rf=4)
     assert info.value.args[0].code() == 38                                      # INVALID_REPLICATION_FACTOR
     assert "larger than available brokers: 3" in info.value.args[0].str()
+
+
+class AckedProducer(threading.Thread):
+    """An acks=all idempotent producer writing keys 0, 1, 2, ... until stopped; remembers what was acked."""
+
+    def __init__(self, c: LocalCluster, topic: str, partitions: int = 1) -> None:
+        super().__init__(daemon=True)
+        self.producer = _producer(c, **{"linger.ms": 5, "retry.backoff.ms": 50, "log_level": 0})
+        self.topic, self.partitions = topic, partitions
+        self.acked: set[int] = set()
+        self.failed: list[str] = []
+        self.sent = 0
+        self._halt = threading.Event()
+
+    def _on_delivery(self, err: Any, msg: Any) -> None:
+        if err is None:
+            self.acked.add(int(msg.key()))
+        else:
+            self.failed.append(str(err))
+
+    def run(self) -> None:
+        while not self._halt.is_set():
+            key = self.sent
+            try:
+                self.producer.produce(self.topic, key=str(key).encode(), value=b"x" * 50,
+                                      partition=key % self.partitions, on_delivery=self._on_delivery)
+                self.sent += 1
+            except BufferError:
+                pass
+            self.producer.poll(0.002)
+
+    def acked_count(self) -> int:
+        return len(self.acked)
+
+    def finish(self) -> None:
+        self._halt.set()
+        self.join(10)
+        assert self.producer.flush(60) == 0
+
+
+def _full_isr(c: LocalCluster, topic: str, partitions: int = 1) -> None:
+    wait_for(lambda: all(len(_partition_meta(c, topic)[p].isrs) == 3 for p in range(partitions)), 30,
+             f"all of {topic}'s replicas back in sync")
+
+
+def _read_keys(c: LocalCluster, topic: str, partitions: int, count: int) -> list[int]:
+    return [int(m.key()) for m in consume(c.bootstrap, topic, range(partitions), count, timeout=60)]
+
+
+def _assert_replicas_identical(c: LocalCluster, topic: str, partitions: int) -> None:
+    for p in range(partitions):
+        wait_for(lambda: len({hashlib.sha256(_log_bytes(c, b, topic, p)).digest() for b in range(3)}) == 1,
+                 30, f"byte-identical replicas of {topic}-{p}")
+
+
+def test_acked_records_survive_ten_leader_kills_exactly_once(cluster: LocalCluster) -> None:
+    topic = unique_name("killloop")
+    _create(cluster, topic, partitions=2)
+    _full_isr(cluster, topic, 2)
+    producer = AckedProducer(cluster, topic, partitions=2)
+    producer.start()
+    try:
+        for round_ in range(10):
+            wait_for(lambda: producer.acked_count() > 200 * (round_ + 1), 30, "the producer making progress")
+            victim = _leader(cluster, topic, round_ % 2)
+            cluster.kill(victim)
+            before = producer.acked_count()
+            cluster.restart(victim)           # registers once its old session has expired
+            wait_for(lambda: producer.acked_count() > before + 100, 30, f"acks after killing broker {victim}")
+            _full_isr(cluster, topic, 2)
+    finally:
+        producer.finish()
+    assert not producer.failed, producer.failed[:3]
+    keys = _read_keys(cluster, topic, 2, producer.sent)
+    assert len(keys) == len(set(keys)), "a record was read twice"
+    assert producer.acked <= set(keys), f"{len(producer.acked - set(keys))} acknowledged records were lost"
+    assert len(producer.acked) == producer.sent
+    _assert_replicas_identical(cluster, topic, 2)
+
+
+def test_a_frozen_follower_leaves_the_isr_produce_goes_on_and_it_rejoins_after_thawing(cluster: LocalCluster) -> None:
+    topic = unique_name("frozen")
+    _create(cluster, topic)
+    _full_isr(cluster, topic)
+    follower = next(b for b in range(3) if b != _leader(cluster, topic))
+    producer = AckedProducer(cluster, topic)
+    producer.start()
+    try:
+        wait_for(lambda: producer.acked_count() > 100, 20, "acks")
+        cluster.freeze(follower)
+        frozen_at = time.monotonic()
+        wait_for(lambda: follower not in _partition_meta(cluster, topic)[0].isrs, 10, "the frozen follower leaving")
+        left_after = time.monotonic() - frozen_at
+        before = producer.acked_count()
+        wait_for(lambda: producer.acked_count() > before + 200, 10, "acks=all with two in-sync replicas")
+    finally:
+        cluster.thaw(follower)
+    try:
+        _full_isr(cluster, topic)
+    finally:
+        producer.finish()
+    assert left_after < 1.0 + 2.0, f"left the ISR {left_after:.1f}s after freezing (replica.lag.time.max.ms 1 s)"
+    keys = _read_keys(cluster, topic, 1, producer.sent)
+    assert sorted(keys) == list(range(producer.sent))
+    _assert_replicas_identical(cluster, topic, 1)
+
+
+def _produce_one(c: LocalCluster, topic: str, acks: str, timeout_s: float = 8.0) -> Any:
+    p = Producer({"bootstrap.servers": c.bootstrap, "acks": acks, "message.timeout.ms": int(timeout_s * 1000),
+                  "retries": 0, "log_level": 0})
+    result: list[Any] = []
+    p.produce(topic, value=b"one", on_delivery=lambda err, msg: result.append(err))
+    p.flush(timeout_s + 5)
+    return result[0]
+
+
+def test_with_two_brokers_down_acks_all_is_refused_and_acks_1_still_works(cluster: LocalCluster) -> None:
+    topic = unique_name("twodown")
+    _create(cluster, topic)
+    _full_isr(cluster, topic)
+    leader = _leader(cluster, topic)
+    others = [b for b in range(3) if b != leader]
+    try:
+        for b in others:
+            cluster.kill(b)
+        wait_for(lambda: list(_partition_meta(cluster, topic, via=leader)[0].isrs) == [leader], 15,
+                 "the ISR shrinking to the leader")
+        err = _produce_one(cluster, topic, "all")
+        assert err is not None and err.code() == 19, f"acks=all answered {err}"       # NOT_ENOUGH_REPLICAS
+        assert _produce_one(cluster, topic, "1") is None
+        got = consume(cluster.broker(leader).bootstrap, topic, [0], 2, timeout=5)
+        assert [m.value() for m in got] == [b"one"], "only the acks=1 record was written"
+    finally:
+        for b in others:
+            cluster.restart(b)
+    _full_isr(cluster, topic)
+
+
+def test_a_new_controller_is_elected_and_still_elects_leaders(cluster: LocalCluster) -> None:
+    topic = unique_name("controller")
+    _create(cluster, topic, partitions=3)
+    _full_isr(cluster, topic, 3)
+    admin = _admin(cluster)
+    controller = admin.list_topics(timeout=10).controller_id
+    try:
+        cluster.kill(controller)
+        survivor = next(b for b in range(3) if b != controller)
+        wait_for(lambda: AdminClient({"bootstrap.servers": cluster.broker(survivor).bootstrap})
+                 .list_topics(timeout=5).controller_id not in (-1, controller), 15, "a new controller")
+        meta = _partition_meta(cluster, topic, via=survivor)
+        assert all(m.leader not in (-1, controller) for m in meta.values()), "the dead controller's leaderships moved"
+        victim = next(m.leader for m in meta.values())
+        cluster.kill(victim)
+        last = next(b for b in range(3) if b not in (controller, victim))
+        wait_for(lambda: all(m.leader == last for m in _partition_meta(cluster, topic, via=last).values()), 15,
+                 "the new controller electing leaders again")
+    finally:
+        for b in range(3):
+            if not cluster.broker(b).alive():
+                cluster.restart(b)
+    _full_isr(cluster, topic, 3)
+
+
+def test_sigterm_moves_leadership_away_before_the_broker_stops(cluster: LocalCluster) -> None:
+    topic = unique_name("controlled")
+    _create(cluster, topic)
+    _full_isr(cluster, topic)
+    leader = _leader(cluster, topic)
+    producer = AckedProducer(cluster, topic)
+    producer.start()
+    try:
+        wait_for(lambda: producer.acked_count() > 100, 20, "acks")
+        started = time.monotonic()
+        assert cluster.stop_broker(leader) == 0
+        stopped_after = time.monotonic() - started
+        before = producer.acked_count()
+        wait_for(lambda: producer.acked_count() > before + 100, 15, "acks from the new leader")
+    finally:
+        cluster.restart(leader)
+        producer.finish()
+    assert stopped_after < 5.0, f"controlled shutdown took {stopped_after:.1f}s"
+    assert not producer.failed
+    _full_isr(cluster, topic)
