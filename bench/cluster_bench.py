@@ -165,12 +165,13 @@ class ProducerLoop:
             if wait > 0:
                 self.producer.poll(wait)
                 continue
+            now = time.monotonic()   # before the call: a record "sent after t" was handed over after t
             try:
                 self.producer.produce(self.topic, value(seq, self.size), on_delivery=self._delivered)
             except BufferError:
                 self.producer.poll(0.01)
                 continue
-            self.sent[seq] = time.monotonic()
+            self.sent[seq] = now
             seq += 1
             self.producer.poll(0)
 
@@ -321,6 +322,8 @@ def summarize(runs: list[dict[str, Any]], session_timeout_ms: int) -> dict[str, 
         "failover_first_ack_s": spread([r["failover_kill"]["first_ack_s"] for r in ok]),
         "failover_new_leader_s": spread([r["failover_kill"]["new_leader_s"] for r in ok]),
         "failover_target_s": session_timeout_ms / 1000 + 2,
+        "failover_no_ack": sum(1 for r in ok if r["failover_kill"]["first_ack_s"] is None),
+        "controlled_no_new_leader": sum(1 for r in ok if r["controlled_shutdown"]["new_leader_s"] is None),
         "failover_lost": total("failover_kill", "lost"), "failover_duplicated": total("failover_kill", "duplicated"),
         "failover_failed": total("failover_kill", "failed"),
         "controlled_new_leader_s": spread([r["controlled_shutdown"]["new_leader_s"] for r in ok]),
@@ -328,6 +331,7 @@ def summarize(runs: list[dict[str, Any]], session_timeout_ms: int) -> dict[str, 
         "controlled_failed": total("controlled_shutdown", "failed"),
         "controlled_lost": total("controlled_shutdown", "lost"),
         "controlled_duplicated": total("controlled_shutdown", "duplicated"),
+        "controlled_client_errors": total("controlled_shutdown", "client_errors"),
     }
 
 
@@ -342,12 +346,14 @@ def print_table(summary: dict[str, dict[str, Any]]) -> None:
             ("SIGKILL leader -> first ack, s", lambda s: fmt(s["failover_first_ack_s"], " s")
              + f" (target <= {s['failover_target_s']:g})"),
             ("SIGKILL leader -> new leader in Metadata, s", lambda s: fmt(s["failover_new_leader_s"], " s")),
-            ("SIGKILL: lost / duplicated / failed records", lambda s: f"{s['failover_lost']} / "
-             f"{s['failover_duplicated']} / {s['failover_failed']}"),
+            ("SIGKILL: lost / duplicated / failed records; reps with no ack in time", lambda s: f"{s['failover_lost']}"
+             f" / {s['failover_duplicated']} / {s['failover_failed']}; {s['failover_no_ack']}"),
             ("SIGTERM leader -> new leader, s (target <= 1)", lambda s: fmt(s["controlled_new_leader_s"], " s")),
+            ("SIGTERM: reps with no new leader in time", lambda s: str(s["controlled_no_new_leader"])),
             ("SIGTERM -> process exited, s", lambda s: fmt(s["controlled_exit_s"], " s")),
             ("SIGTERM: delivery errors / lost / duplicated", lambda s: f"{s['controlled_failed']} / "
-             f"{s['controlled_lost']} / {s['controlled_duplicated']}")]
+             f"{s['controlled_lost']} / {s['controlled_duplicated']}"),
+            ("SIGTERM: librdkafka error_cb events (transport)", lambda s: str(s["controlled_client_errors"]))]
     systems = list(summary)
     print("| figure (median (min-max)) | " + " | ".join(systems) + " |")
     print("|---|" + "---:|" * len(systems))
@@ -404,25 +410,27 @@ def main() -> int:
     workdir = Path(tempfile.mkdtemp(prefix="cluster-bench-", dir=args.workdir))
     runs: dict[str, list[dict[str, Any]]] = {s: [] for s in systems}
     started = time.monotonic()
-    for rep in range(args.reps):
-        for system in systems:
-            print(f"rep {rep + 1}/{args.reps}: {system} ...", file=sys.stderr, flush=True)
-            try:
-                r = run_system(system, rep, args, workdir)
-            except Exception as e:  # noqa: BLE001 - one system failing (pylog before cluster mode) must not end the run
-                r = {"failed": f"{type(e).__name__}: {e}"[:3000]}
-                print(f"  {system} failed: {r['failed'][:500]}", file=sys.stderr, flush=True)
-            runs[system].append(r)
+    try:
+        for rep in range(args.reps):
+            for system in systems:
+                print(f"rep {rep + 1}/{args.reps}: {system} ...", file=sys.stderr, flush=True)
+                try:
+                    r = run_system(system, rep, args, workdir)
+                except Exception as e:  # noqa: BLE001 - one system failing (pylog before cluster mode) must not end the run
+                    r = {"failed": f"{type(e).__name__}: {e}"[:3000]}
+                    print(f"  {system} failed: {r['failed'][:500]} (--keep keeps its logs)", file=sys.stderr, flush=True)
+                runs[system].append(r)
+    finally:   # the clusters are closed by now (with-blocks, atexit); their directories go unless --keep
+        if args.keep:
+            print(f"cluster directories and logs kept under {workdir}", file=sys.stderr)
+        else:
+            shutil.rmtree(workdir, ignore_errors=True)
     summary = {s: summarize(runs[s], args.session_timeout_ms) for s in systems}
     doc = {"benchmark": "cluster_bench", "date": stamp, "argv": sys.argv, "wall_s": time.monotonic() - started,
            "machine": machine(), "settings": {k: v for k, v in vars(args).items() if k != "worker"},
            "summary": summary, "runs": runs}
     _common.write_json(out_path, json.loads(json.dumps(doc, default=str)))
     print_table(summary)
-    if args.keep:
-        print(f"cluster directories and logs kept under {workdir}")
-    else:
-        shutil.rmtree(workdir, ignore_errors=True)
     print(f"results written to {out_path}")
     return 0
 
