@@ -197,12 +197,13 @@ def encode_batch(values: Sequence[bytes], keys: Sequence[bytes | None] | None = 
                        max_timestamp=timestamp + len(values) - 1, attributes=COMPRESSION_NAMES.index(codec))
 
 
-def create_topic(bootstrap: str, topic: str, partitions: int, timeout_s: float = 30.0) -> None:
+def create_topic(bootstrap: str, topic: str, partitions: int, timeout_s: float = 30.0,
+                 replication_factor: int = 1) -> None:
     """Create a topic with AdminClient and wait until Metadata shows every partition with a leader."""
     from confluent_kafka.admin import AdminClient, NewTopic
 
     admin = AdminClient({"bootstrap.servers": bootstrap, "log_level": 3})
-    futures = admin.create_topics([NewTopic(topic, num_partitions=partitions, replication_factor=1)],
+    futures = admin.create_topics([NewTopic(topic, num_partitions=partitions, replication_factor=replication_factor)],
                                   operation_timeout=timeout_s)
     futures[topic].result(timeout_s)
     wait_topic(admin, topic, partitions, timeout_s)

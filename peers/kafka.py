@@ -1,9 +1,13 @@
-"""Apache Kafka itself as a test and benchmark peer: a single-node KRaft broker (combined broker and controller).
+"""Apache Kafka itself as a test and benchmark peer: one KRaft node, or brokers in ZooKeeper mode.
 
-`KafkaBroker` formats a fresh log directory with `kafka.tools.StorageTool` and runs `kafka.Kafka` on a
-loopback port from the jars `make` copies into .cache/jars/kafka-broker (jvm/kafka-broker.xml: Kafka
-3.9 from Maven Central). Settings are Kafka's own, tuned only for a one-node test cluster (replication
-factors of 1, no initial rebalance delay). Starting takes a few seconds; share one per test module.
+`KafkaBroker` formats a fresh log directory with `kafka.tools.StorageTool` and runs `kafka.Kafka` as a
+single-node KRaft broker (combined broker and controller). `KafkaZkBroker` runs one broker of a
+ZooKeeper-mode cluster (Kafka 3.9 still has it: `zookeeper.connect` and `broker.id`, no `process.roles`);
+`kafka_zk_cluster` puts N of them beside a local ZooKeeper (peers/zk_cluster.py). Both run on loopback
+ports from the jars `make` copies into .cache/jars/kafka-broker (jvm/kafka-broker.xml: Kafka 3.9 from
+Maven Central). Settings are Kafka's own, tuned only for a small test cluster (replication factors no
+larger than the cluster, no initial rebalance delay). Starting takes a few seconds; share one per
+test module. Never imported by the product.
 """
 from __future__ import annotations
 
@@ -14,6 +18,7 @@ import uuid
 from pathlib import Path
 
 from broker.process import HOST, ServerProcess, free_port
+from peers.zk_cluster import ZkCluster
 
 REPO = Path(__file__).resolve().parents[1]
 JARS = REPO / ".cache" / "jars" / "kafka-broker"
@@ -32,37 +37,36 @@ def _classpath() -> str:
     return f"{JARS}/*"
 
 
-class KafkaBroker(ServerProcess):
-    """Apache Kafka, KRaft mode, one node; `settings` are added to (or override) server.properties."""
+class _KafkaProcess(ServerProcess):
+    """`kafka.Kafka` on a loopback port with a generated server.properties and WARN-level logging."""
 
     name = "apache-kafka"
 
     def __init__(self, workdir: Path, settings: dict[str, object] | None = None, heap: str = "512m") -> None:
         super().__init__(workdir)
         self.heap = heap
-        self.controller_port = free_port()
         self.settings = dict(settings or {})
         self.config_path = self.workdir / "server.properties"
 
+    def mode_properties(self) -> dict[str, object]:
+        """What the mode (KRaft or ZooKeeper) adds to the common properties."""
+        raise NotImplementedError
+
     def properties(self) -> dict[str, object]:
+        replicas = self.settings.get("default.replication.factor", 1)
         props: dict[str, object] = {
-            "process.roles": "broker,controller",
-            "node.id": 1,
-            "controller.quorum.voters": f"1@{HOST}:{self.controller_port}",
-            "listeners": f"PLAINTEXT://{HOST}:{self.port},CONTROLLER://{HOST}:{self.controller_port}",
+            "listeners": f"PLAINTEXT://{HOST}:{self.port}",
             "advertised.listeners": f"PLAINTEXT://{HOST}:{self.port}",
-            "controller.listener.names": "CONTROLLER",
-            "listener.security.protocol.map": "PLAINTEXT:PLAINTEXT,CONTROLLER:PLAINTEXT",
-            "inter.broker.listener.name": "PLAINTEXT",
             "log.dirs": str(self.workdir / "logs"),
             "num.partitions": 1,
-            "offsets.topic.replication.factor": 1,
+            "offsets.topic.replication.factor": replicas,
             "offsets.topic.num.partitions": 4,
-            "transaction.state.log.replication.factor": 1,
+            "transaction.state.log.replication.factor": replicas,
             "transaction.state.log.min.isr": 1,
             "group.initial.rebalance.delay.ms": 0,
             "auto.create.topics.enable": "false",
         }
+        props.update(self.mode_properties())
         props.update(self.settings)
         return props
 
@@ -82,6 +86,30 @@ class KafkaBroker(ServerProcess):
     def command(self) -> list[str]:
         return self._jvm("kafka.Kafka") + [str(self.config_path)]
 
+    def start(self, timeout: float = 90.0) -> "_KafkaProcess":
+        self._write_config()
+        super().start(timeout)
+        return self
+
+
+class KafkaBroker(_KafkaProcess):
+    """Apache Kafka, KRaft mode, one node; `settings` are added to (or override) server.properties."""
+
+    def __init__(self, workdir: Path, settings: dict[str, object] | None = None, heap: str = "512m") -> None:
+        super().__init__(workdir, settings, heap)
+        self.controller_port = free_port()
+
+    def mode_properties(self) -> dict[str, object]:
+        return {
+            "process.roles": "broker,controller",
+            "node.id": 1,
+            "controller.quorum.voters": f"1@{HOST}:{self.controller_port}",
+            "listeners": f"PLAINTEXT://{HOST}:{self.port},CONTROLLER://{HOST}:{self.controller_port}",
+            "controller.listener.names": "CONTROLLER",
+            "listener.security.protocol.map": "PLAINTEXT:PLAINTEXT,CONTROLLER:PLAINTEXT",
+            "inter.broker.listener.name": "PLAINTEXT",
+        }
+
     def format(self) -> None:
         """Write the cluster's meta.properties into the log directory (once per fresh directory)."""
         if (self.workdir / "logs" / "meta.properties").exists():
@@ -99,6 +127,29 @@ class KafkaBroker(ServerProcess):
 
     def start(self, timeout: float = 90.0) -> "KafkaBroker":
         self.format()
-        self._write_config()
         super().start(timeout)
         return self
+
+
+class KafkaZkBroker(_KafkaProcess):
+    """One Apache Kafka broker in ZooKeeper mode; `settings` must hold `zookeeper.connect` and `broker.id`.
+
+    Ready (port open) is not registered: the cluster waits for Metadata to list it (ZkCluster.start).
+    """
+
+    def __init__(self, workdir: Path, settings: dict[str, object] | None = None, heap: str = "512m") -> None:
+        super().__init__(workdir, settings, heap)
+        missing = {"zookeeper.connect", "broker.id"} - set(self.settings)
+        if missing:
+            raise ValueError(f"a ZooKeeper-mode Kafka broker needs {', '.join(sorted(missing))}")
+
+    def mode_properties(self) -> dict[str, object]:
+        return {"zookeeper.connection.timeout.ms": 30000}
+
+
+def kafka_zk_cluster(workdir: Path, size: int = 3, settings: dict[str, object] | None = None,
+                     session_timeout_ms: int = 6000, heap: str = "512m") -> ZkCluster:
+    """`size` Apache Kafka brokers (ids 1..size) in ZooKeeper mode beside a fresh local ZooKeeper; not started."""
+    def make(workdir: Path, broker_settings: dict[str, object]) -> ServerProcess:
+        return KafkaZkBroker(workdir, broker_settings, heap)
+    return ZkCluster(workdir, make, size, settings, session_timeout_ms)
