@@ -15,7 +15,7 @@ from pathlib import Path
 from typing import Any, Iterator
 
 import pytest
-from confluent_kafka import KafkaException, Producer
+from confluent_kafka import Consumer, KafkaException, Producer
 from confluent_kafka.admin import AdminClient, NewTopic
 from kio.schema.produce.v9.request import PartitionProduceData, ProduceRequest, TopicProduceData
 
@@ -30,6 +30,8 @@ SETTINGS = {
     "default.replication.factor": 3,
     "min.insync.replicas": 2,
     "offsets.topic.replication.factor": 3,
+    "offsets.topic.num.partitions": 5,
+    "group.initial.rebalance.delay.ms": 0,
     "zookeeper.session.timeout.ms": 2500,
     "replica.lag.time.max.ms": 1000,
     "replica.fetch.wait.max.ms": 200,
@@ -309,4 +311,81 @@ def test_sigterm_moves_leadership_away_before_the_broker_stops(cluster: LocalClu
         producer.finish()
     assert stopped_after < 5.0, f"controlled shutdown took {stopped_after:.1f}s"
     assert not producer.failed
+    _full_isr(cluster, topic)
+
+
+def _raw_produce(c: LocalCluster, broker: int, topic: str, value: bytes, acks: int = -1, timeout_s: float = 3.0) -> int:
+    """One record straight to `broker` (no client-side routing); the partition's error code."""
+    batch = encode_batch([Record(0, int(time.time() * 1000), None, value)])
+    request = ProduceRequest(transactional_id=None, acks=acks, timeout=datetime.timedelta(seconds=timeout_s),
+                             topic_data=(TopicProduceData(name=topic, partition_data=(
+                                 PartitionProduceData(index=0, records=batch),)),))
+    with WireClient("127.0.0.1", c.broker(broker).port, timeout=timeout_s + 10) as wire:
+        response = wire.request(request)
+    return int(response.responses[0].partition_responses[0].error_code)
+
+
+def test_a_zombie_leader_gets_no_write_acknowledged_and_truncates_its_divergent_tail(cluster: LocalCluster) -> None:
+    topic = unique_name("zombie")
+    _create(cluster, topic)
+    _full_isr(cluster, topic)
+    zombie = _leader(cluster, topic)
+    survivor = next(b for b in range(3) if b != zombie)
+    assert _raw_produce(cluster, zombie, topic, b"before") == 0
+    cluster.freeze(zombie)
+    try:
+        wait_for(lambda: _partition_meta(cluster, topic, via=survivor)[0].leader not in (-1, zombie), 15,
+                 "a new leader while the old one is frozen past its ZooKeeper session")
+        new_leader = _partition_meta(cluster, topic, via=survivor)[0].leader
+        assert _raw_produce(cluster, new_leader, topic, b"after") == 0
+    finally:
+        cluster.thaw(zombie)
+    # straight after thawing, before it hears from ZooKeeper, the zombie still thinks it leads
+    code = _raw_produce(cluster, zombie, topic, b"zombie write")
+    assert code != 0, "a deposed leader acknowledged an acks=all write"
+    _full_isr(cluster, topic)
+    _assert_replicas_identical(cluster, topic, 1)
+    values = [m.value() for m in consume(cluster.bootstrap, topic, [0], 3, timeout=10)]
+    assert values == [b"before", b"after"], values
+
+
+def test_a_group_keeps_its_committed_offsets_when_its_coordinators_broker_is_killed(cluster: LocalCluster) -> None:
+    topic, group = unique_name("grouped"), unique_name("group")
+    _create(cluster, topic)
+    producer = _producer(cluster)
+    for i in range(100):
+        producer.produce(topic, key=str(i).encode(), value=b"v")
+    assert producer.flush(30) == 0
+
+    def consumer() -> Consumer:
+        c = Consumer({"bootstrap.servers": cluster.bootstrap, "group.id": group, "enable.auto.commit": False,
+                      "auto.offset.reset": "earliest", "session.timeout.ms": 6000, "log_level": 0})
+        c.subscribe([topic])
+        return c
+
+    first = consumer()
+    got: list[int] = []
+    deadline = time.monotonic() + 30
+    while len(got) < 40 and time.monotonic() < deadline:
+        for m in first.consume(40 - len(got), 0.5):
+            assert m.error() is None, m.error()
+            got.append(int(m.key()))
+    first.commit(asynchronous=False)
+    first.close()
+    assert got == list(range(40))
+    admin = _admin(cluster)      # keep a reference: a collected client cancels its futures
+    coordinator = admin.describe_consumer_groups([group])[group].result(10).coordinator.id
+    cluster.kill(coordinator)
+    try:
+        second = consumer()
+        rest: list[int] = []
+        deadline = time.monotonic() + 40
+        while len(rest) < 60 and time.monotonic() < deadline:
+            for m in second.consume(60 - len(rest), 0.5):
+                assert m.error() is None, m.error()
+                rest.append(int(m.key()))
+        second.close()
+    finally:
+        cluster.restart(coordinator)
+    assert rest == list(range(40, 100)), "the group restarted from its committed offset, once"
     _full_isr(cluster, topic)
