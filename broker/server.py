@@ -113,8 +113,10 @@ class BrokerServer:
         groups.startup()
         preload_schemas((a.key, v) for a in API_TABLE.values() for v in range(a.min_version, a.max_version + 1))
         loop = asyncio.get_running_loop()
+        # bound now (the port goes into the cluster registration), accepting only once ready: a broker
+        # joining a cluster serves nothing before it knows its roles
         self._server = await loop.create_server(
-            lambda: Connection(self), host=cfg["host.name"], port=cfg["port"], backlog=1024
+            lambda: Connection(self), host=cfg["host.name"], port=cfg["port"], backlog=1024, start_serving=False
         )
         self.port = self._server.sockets[0].getsockname()[1]
         cluster_id = load_cluster_id(self.data_dir, cfg["broker.id"])
@@ -135,6 +137,7 @@ class BrokerServer:
             fetch_sessions=FetchSessionCache(cfg["max.incremental.fetch.session.cache.slots"],
                                              cfg["min.incremental.fetch.session.eviction.ms"]),
         )
+        await self._server.start_serving()
         self._housekeeping = asyncio.create_task(self._housekeeping_loop())
         log.info(
             "pylog broker %d listening on %s:%d, data in %s, %d partitions, started in %.2fs",

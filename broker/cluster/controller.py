@@ -41,7 +41,7 @@ from kazoo.recipe.watchers import ChildrenWatch, DataWatch
 from broker.cluster import zk_layout
 from broker.cluster.assignment import assign_replicas
 from broker.cluster.controller_election import ControllerElection, ControllerMovedError, ControllerToken
-from broker.cluster.leader_election import NO_LEADER, initial_state, on_brokers_changed
+from broker.cluster.leader_election import initial_state, next_state
 from broker.cluster.zk_client import ZkClient
 from broker.cluster.zk_layout import PartitionState, TopicAssignment, ZkDataError
 from broker.errors import TopicAlreadyExistsError
@@ -248,17 +248,6 @@ class ClusterController:
             else:
                 log.warning("gave up bringing %s's partition states in line after 5 conflicting writes", topic)
 
-    def _next_state(self, replicas: list[int], current: PartitionState, epoch: int, preferred: bool) -> PartitionState:
-        eligible = self._live - self._shutting_down
-        new = on_brokers_changed(replicas, current, eligible, epoch, self.unclean)
-        if new.leader == NO_LEADER and current.leader in self._live:
-            # controlled shutdown with no other in-sync replica: the shutting-down leader keeps leading
-            new = on_brokers_changed(replicas, current, self._live, epoch, self.unclean)
-        if preferred and replicas and new.leader != replicas[0] and replicas[0] in eligible and replicas[0] in new.isr:
-            # a leader change is a new leader epoch (one increment, whatever else changed with it)
-            new = PartitionState(replicas[0], current.leader_epoch + 1, new.isr, epoch)
-        return new
-
     def _update_topic(self, topic: str, preferred: bool) -> None:
         token = self._token
         if token is None:
@@ -278,7 +267,7 @@ class ClusterController:
                 creates.append((p, initial_state(replicas, self._live - self._shutting_down or self._live,
                                                  token.epoch)))
                 continue
-            new = self._next_state(list(replicas), current, token.epoch, preferred)
+            new = next_state(replicas, current, self._live, self._shutting_down, token.epoch, self.unclean, preferred)
             if new != current:
                 updates.append((p, new, stat.version))
         if not creates and not updates:

@@ -10,7 +10,10 @@ Owns how a partition's `PartitionState` changes when brokers come and go, with n
 - every change of leader or ISR made by the controller increments the leader epoch (once per
   change, however many brokers it covers), and carries the controller's epoch.
 
-Preferred-leader and controlled-shutdown elections come with the broker's cluster mode.
+- controlled shutdown: brokers shutting down count as gone for leadership and the ISR, except that
+  a shutting-down leader with no other live ISR replica keeps leading (the partition stays online);
+- preferred leader: when the first assigned replica is live, not shutting down and in the ISR, it
+  takes leadership back (a new leader epoch).
 """
 from __future__ import annotations
 
@@ -55,3 +58,16 @@ def on_brokers_changed(replicas: Sequence[int], state: PartitionState, live: Col
     if (leader, isr) == (state.leader, state.isr):
         return state
     return PartitionState(leader, state.leader_epoch + 1, isr, controller_epoch)
+
+
+def next_state(replicas: Sequence[int], state: PartitionState, live: Collection[int], shutting_down: Collection[int],
+               controller_epoch: int, unclean: bool = False, preferred: bool = False) -> PartitionState:
+    """The partition's state the controller writes: brokers gone or shutting down, then (with
+    `preferred`) the preferred leader. `state` itself when nothing changes."""
+    eligible = [b for b in live if b not in shutting_down]
+    new = on_brokers_changed(replicas, state, eligible, controller_epoch, unclean)
+    if new.leader == NO_LEADER and state.leader in live:
+        new = on_brokers_changed(replicas, state, live, controller_epoch, unclean)
+    if preferred and replicas and new.leader != replicas[0] and replicas[0] in eligible and replicas[0] in new.isr:
+        new = PartitionState(replicas[0], state.leader_epoch + 1, new.isr, controller_epoch)
+    return new

@@ -5,7 +5,11 @@ Owns, on the broker's event loop (Kafka's ReplicaManager and Partition, ZooKeepe
 - roles: `apply(view)` makes this broker leader or follower of each partition it replicates, as the
   partition states the controller wrote say. A new leader epoch starts a new `LeaderState` and an
   entry in the log's leader epoch cache; a follower is handed to the fetcher of its leader, which
-  truncates by epoch before it copies. Topics gone from the view are deleted here;
+  truncates by epoch before it copies. A topic is deleted here only when it leaves the view after
+  this broker saw it there (the controller deleted it), or when ZooKeeper holds a topic of the same
+  name with another topic id (it was deleted and re-created while this broker was away). A local
+  topic ZooKeeper never listed (a wrong chroot, a ZooKeeper wiped by mistake) stays on disk, unserved,
+  with a warning: no data is ever deleted for the absence of metadata;
 - the leader's checks for client requests: not the leader → NOT_LEADER_OR_FOLLOWER (no live
   leader → LEADER_NOT_AVAILABLE); a stale or future leader epoch → FENCED/UNKNOWN_LEADER_EPOCH;
   acks=all with fewer in-sync replicas than `min.insync.replicas` → NOT_ENOUGH_REPLICAS before
@@ -98,6 +102,8 @@ class Replication:
         self.lag_ms: int = config["replica.lag.time.max.ms"]
         self._isr_task: asyncio.Task[None] | None = None
         self._leadership_listeners: dict[str, list[Callable[[int, bool], None]]] = {}
+        self._seen_topics: set[str] = set()       # topics some applied view listed: leaving it means deletion
+        self._strays_reported: set[str] = set()
         self._fetcher_settings = FetcherSettings(
             replica_id=node_id, max_wait_ms=config["replica.fetch.wait.max.ms"],
             partition_max_bytes=config["replica.fetch.max.bytes"],
@@ -175,8 +181,16 @@ class Replication:
                     plog = self.replicas.logs.create(name, p, config)
                     plog.replicated = True
         for info in list(registry):
-            if info.name not in view.topics:
+            if info.name in view.topics:
+                continue
+            if info.name in self._seen_topics:
+                self._seen_topics.discard(info.name)
                 self._delete_topic(info.name)
+            elif info.name not in self._strays_reported:
+                self._strays_reported.add(info.name)
+                log.warning("topic %s is on this broker's disk but not in ZooKeeper (%s): kept, not served",
+                            info.name, "check zookeeper.connect and its chroot")
+        self._seen_topics.update(view.topics)
 
     def _delete_topic(self, name: str) -> None:
         for tp in [tp for tp in self.roles if tp[0] == name]:

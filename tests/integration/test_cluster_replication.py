@@ -83,7 +83,9 @@ def _producer(c: LocalCluster, **conf: Any) -> Producer:
 def test_every_broker_serves_the_same_metadata_and_replicas_hold_identical_logs(cluster: LocalCluster) -> None:
     topic = unique_name("replicated")
     _create(cluster, topic, partitions=3)
-    views = [_partition_meta(cluster, topic, via=b) for b in range(3)]
+    # CreateTopics answers once the broker that took it knows the leaders; the others follow in moments
+    views = [wait_for(lambda: len(_partition_meta(cluster, topic, via=b)) == 3 and _partition_meta(cluster, topic, via=b),
+                      10, f"broker {b} seeing {topic}") for b in range(3)]
     for p in range(3):
         leaders = {v[p].leader for v in views}
         assert len(leaders) == 1 and leaders.pop() in (0, 1, 2)

@@ -11,7 +11,7 @@ import pytest
 
 from broker.cluster import zk_layout
 from broker.cluster.assignment import assign_replicas
-from broker.cluster.leader_election import NO_LEADER, initial_state, offline_leader, on_brokers_changed
+from broker.cluster.leader_election import NO_LEADER, initial_state, next_state, offline_leader, on_brokers_changed
 from broker.cluster.zk_layout import BrokerRegistration, PartitionState, TopicAssignment, ZkDataError
 from broker.errors import InvalidPartitionsError, InvalidReplicationFactorError
 
@@ -125,3 +125,25 @@ def test_brokers_leaving_shrink_the_isr_move_the_leader_and_bump_the_epoch_once(
     assert on_brokers_changed([1, 2, 3], gone, {1, 2}, 6) == PartitionState(1, 6, (1,), 6)
     # unclean: an out-of-sync replica leads, and is then all that is in sync
     assert on_brokers_changed([1, 2, 3], gone, {2}, 6, unclean=True) == PartitionState(2, 6, (2,), 6)
+
+
+def test_a_broker_shutting_down_hands_leadership_to_another_isr_replica_and_leaves_the_isr():
+    state = PartitionState(1, 4, (1, 2, 3), 7)
+    new = next_state([1, 2, 3], state, live={1, 2, 3}, shutting_down={1}, controller_epoch=8)
+    assert new == PartitionState(2, 5, (2, 3), 8)
+    follower_leaving = next_state([1, 2, 3], state, live={1, 2, 3}, shutting_down={3}, controller_epoch=8)
+    assert follower_leaving == PartitionState(1, 5, (1, 2), 8)
+
+
+def test_a_shutting_down_leader_without_another_isr_replica_keeps_leading():
+    state = PartitionState(1, 4, (1,), 7)
+    assert next_state([1, 2, 3], state, live={1, 2, 3}, shutting_down={1}, controller_epoch=8) == state
+
+
+def test_the_preferred_replica_takes_leadership_back_when_live_and_in_sync():
+    state = PartitionState(2, 4, (1, 2, 3), 7)
+    assert next_state([1, 2, 3], state, {1, 2, 3}, set(), 8, preferred=True) == PartitionState(1, 5, (1, 2, 3), 8)
+    assert next_state([1, 2, 3], state, {1, 2, 3}, set(), 8) == state, "only when asked for"
+    behind = PartitionState(2, 4, (2, 3), 7)
+    assert next_state([1, 2, 3], behind, {1, 2, 3}, set(), 8, preferred=True) == behind, "not while out of sync"
+    assert next_state([1, 2, 3], state, {1, 2, 3}, {1}, 8, preferred=True).leader == 2, "not while shutting down"
