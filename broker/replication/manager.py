@@ -227,14 +227,19 @@ class Replication:
             if role.role == Role.FOLLOWER and role.leader_id in view.brokers:
                 self._follow(role, view)    # the leader's address may have changed (a restart)
             return
+        waiting: list[tuple[int, "asyncio.Future[None]"]] = []
         if role is not None and role.role == Role.LEADER:
-            self._fail_waiters(role, NotLeaderOrFollowerError(
-                f"{topic}-{partition}: broker {self.node_id} is no longer the leader (epoch {state.leader_epoch})"))
-            if state.leader != self.node_id:
+            if state.leader == self.node_id:
+                waiting = role.waiters        # still the leader, in a new epoch: acks=all waits go on
+            else:
+                self._fail_waiters(role, NotLeaderOrFollowerError(
+                    f"{topic}-{partition}: broker {self.node_id} is no longer the leader (epoch {state.leader_epoch})"))
                 self._tell(tp, False)
         plog.replicated = True
         if state.leader == self.node_id:
             role = self._become_leader(topic, partition, plog, replicas, sv)
+            role.waiters = waiting
+            self._release(role)
         else:
             new_role = Role.FOLLOWER if state.leader in view.brokers else Role.NONE
             role = ReplicaRole(topic, partition, plog, new_role, state.leader, state.leader_epoch, replicas,

@@ -67,7 +67,11 @@ def _partition_meta(c: LocalCluster, topic: str, via: int | None = None) -> dict
 
 
 def _leader(c: LocalCluster, topic: str, partition: int = 0) -> int:
-    return int(_partition_meta(c, topic)[partition].leader)
+    """The partition's leader, once it has one (an election may be under way)."""
+    def leader() -> tuple[int] | None:      # a tuple: broker 0 is a leader too
+        found = int(_partition_meta(c, topic)[partition].leader)
+        return (found,) if found >= 0 else None
+    return wait_for(leader, 15, f"a leader of {topic}-{partition}")[0]
 
 
 def _log_bytes(c: LocalCluster, broker: int, topic: str, partition: int) -> bytes:
