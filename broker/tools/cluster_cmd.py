@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import logging
 from typing import Any
 
 from broker.tools.errors import CliError
@@ -88,7 +89,13 @@ def format_status(status: dict[str, Any]) -> str:
     return "\n".join(lines)
 
 
+def _quiet_kazoo() -> None:
+    """kazoo logs every connection attempt; a command's user wants its answer, not those."""
+    logging.getLogger("kazoo").setLevel(logging.ERROR)
+
+
 def run(args: argparse.Namespace) -> int:
+    _quiet_kazoo()
     from kazoo.client import KazooClient
     from kazoo.handlers.threading import KazooTimeoutError
 
@@ -115,6 +122,8 @@ def run_up(args: argparse.Namespace) -> int:
     from pathlib import Path
 
     from broker.tools.local_cluster import DEV_SETTINGS, LocalCluster
+
+    _quiet_kazoo()
 
     root = Path(args.data_dir) if args.data_dir else Path(tempfile.mkdtemp(prefix="pylog-cluster-"))
     settings: dict[str, object] = {**DEV_SETTINGS, "default.replication.factor": min(3, args.brokers),
