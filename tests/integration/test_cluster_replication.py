@@ -395,3 +395,41 @@ def test_a_group_keeps_its_committed_offsets_when_its_coordinators_broker_is_kil
         cluster.restart(coordinator)
     assert rest == list(range(40, 100)), "the group restarted from its committed offset, once"
     _full_isr(cluster, topic)
+
+
+def test_a_deleted_and_recreated_topic_holds_only_its_new_records_on_every_broker(cluster: LocalCluster) -> None:
+    topic = unique_name("recreated")
+    _create(cluster, topic)
+    producer = _producer(cluster)
+    for i in range(50):
+        producer.produce(topic, value=b"old")
+    assert producer.flush(30) == 0
+    admin = _admin(cluster)
+    admin.delete_topics([topic], operation_timeout=15)[topic].result(20)
+    def forgotten(b: int) -> bool:        # all topics: asking for this one would auto-create it again
+        return topic not in AdminClient({"bootstrap.servers": cluster.broker(b).bootstrap}).list_topics(
+            timeout=10).topics
+    wait_for(lambda: all(forgotten(b) for b in range(3)), 15, "every broker forgetting the topic")
+    _create(cluster, topic)
+    _full_isr(cluster, topic)
+    for i in range(5):
+        producer.produce(topic, value=b"new")
+    assert producer.flush(30) == 0
+    assert [m.value() for m in consume(cluster.bootstrap, topic, [0], 6, timeout=8)] == [b"new"] * 5
+    _assert_replicas_identical(cluster, topic, 1)
+
+
+def test_added_partitions_get_leaders_and_replicas(cluster: LocalCluster) -> None:
+    from confluent_kafka.admin import NewPartitions
+
+    topic = unique_name("grown")
+    _create(cluster, topic)
+    admin = _admin(cluster)
+    admin.create_partitions([NewPartitions(topic, 3)], operation_timeout=15)[topic].result(20)
+    wait_for(lambda: len(_partition_meta(cluster, topic)) == 3, 10, "three partitions in the metadata")
+    _full_isr(cluster, topic, 3)
+    producer = _producer(cluster)
+    for p in range(3):
+        producer.produce(topic, value=b"p%d" % p, partition=p)
+    assert producer.flush(30) == 0
+    _assert_replicas_identical(cluster, topic, 3)
