@@ -24,6 +24,7 @@ from kazoo.exceptions import NoNodeError
 from kazoo.recipe.watchers import ChildrenWatch, DataWatch
 
 from broker.cluster import zk_layout
+from broker.cluster.membership import read_registrations
 from broker.cluster.zk_client import ZkClient
 from broker.cluster.zk_layout import BrokerRegistration, PartitionState, TopicAssignment, ZkDataError
 
@@ -97,18 +98,7 @@ class ClusterWatcher:
     # ------------------------------------------------------------ brokers and controller
 
     def _on_brokers(self, children: list[str]) -> None:
-        live: dict[int, BrokerRegistration] = {}
-        for child in children:
-            if not child.isdigit():
-                continue
-            try:
-                data, _ = self.zk.kazoo.get(zk_layout.broker_path(int(child)))
-                live[int(child)] = BrokerRegistration.decode(int(child), data)
-            except NoNodeError:
-                continue
-            except ZkDataError as e:
-                log.warning("ignoring broker %s: %s", child, e)
-        self._update(brokers=live)
+        self._update(brokers=read_registrations(self.zk, children))
 
     def _on_controller(self, data: bytes | None, stat: Any) -> None:
         controller = -1

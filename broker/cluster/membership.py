@@ -77,18 +77,24 @@ class BrokerMembership:
             return dict(self._live)
 
     def _on_children(self, children: list[str]) -> None:
-        live: dict[int, BrokerRegistration] = {}
-        for child in children:
-            if not child.isdigit():
-                continue
-            try:
-                data, _ = self.zk.kazoo.get(f"{zk_layout.BROKER_IDS}/{child}")
-                live[int(child)] = BrokerRegistration.decode(int(child), data)
-            except NoNodeError:
-                continue                       # gone between the listing and the read
-            except ZkDataError as e:
-                log.warning("ignoring broker %s: %s", child, e)
+        live = read_registrations(self.zk, children)
         with self._lock:
             self._live = live
         for listener in self._listeners:
             listener(dict(live))
+
+
+def read_registrations(zk: ZkClient, children: list[str]) -> dict[int, BrokerRegistration]:
+    """The registrations of the broker ids `children` of /brokers/ids (ids gone meanwhile left out)."""
+    live: dict[int, BrokerRegistration] = {}
+    for child in children:
+        if not child.isdigit():
+            continue
+        try:
+            data, _ = zk.kazoo.get(zk_layout.broker_path(int(child)))
+            live[int(child)] = BrokerRegistration.decode(int(child), data)
+        except NoNodeError:
+            continue                       # gone between the listing and the read
+        except ZkDataError as e:
+            log.warning("ignoring broker %s: %s", child, e)
+    return live

@@ -311,13 +311,18 @@ class Replication:
                                          f"{role.leader_epoch}")
         return role
 
+    def _isr_shortfall(self, role: ReplicaRole) -> str | None:
+        """Why the ISR is too small for acks=all (below the topic's min.insync.replicas), else None."""
+        needed = self.replicas.registry.config_of(role.topic).min_insync_replicas
+        if len(role.isr) >= needed:
+            return None
+        return f"{role.topic}-{role.partition}: the ISR {list(role.isr)} is below min.insync.replicas={needed}"
+
     def check_min_isr(self, role: ReplicaRole) -> None:
         """acks=all: refuse before writing when the ISR is smaller than min.insync.replicas."""
-        needed = self.replicas.registry.config_of(role.topic).min_insync_replicas
-        if len(role.isr) < needed:
-            raise NotEnoughReplicasError(
-                f"{role.topic}-{role.partition}: {len(role.isr)} in-sync replicas {list(role.isr)}, "
-                f"min.insync.replicas is {needed}")
+        shortfall = self._isr_shortfall(role)
+        if shortfall is not None:
+            raise NotEnoughReplicasError(shortfall)
 
     def after_append(self, role: ReplicaRole) -> None:
         """A leader append: with no other in-sync replica the high watermark moves at once."""
@@ -343,11 +348,9 @@ class Replication:
         return fut
 
     def _check_after_append(self, role: ReplicaRole) -> None:
-        needed = self.replicas.registry.config_of(role.topic).min_insync_replicas
-        if len(role.isr) < needed:
-            raise NotEnoughReplicasAfterAppendError(
-                f"{role.topic}-{role.partition}: written, but the ISR {list(role.isr)} fell below "
-                f"min.insync.replicas={needed}")
+        shortfall = self._isr_shortfall(role)
+        if shortfall is not None:
+            raise NotEnoughReplicasAfterAppendError(f"written, but {shortfall}")
 
     # ------------------------------------------------------------ followers, high watermark, ISR
 
