@@ -161,6 +161,11 @@ class ReplicaManager:
         self.registry.require(name)
         if validate_only:
             return self.registry.defaults.with_overrides(overrides)
+        if self.cluster is not None:
+            # every replica follows /config/topics/<name> (the cluster view applies it, here too)
+            config = self.registry.defaults.with_overrides(overrides)
+            self.cluster.set_topic_config(name, overrides)
+            return config
         config = self.registry.set_overrides(name, overrides)
         self.logs.update_topic_config(name, config)
         return config

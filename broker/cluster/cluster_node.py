@@ -123,6 +123,19 @@ class ClusterNode:
         except BadVersionError:
             raise InvalidPartitionsError(f"Topic '{name}' changed while adding partitions; try again") from None
 
+    def set_topic_config(self, name: str, config: Mapping[str, str]) -> None:
+        """A topic's overrides, for every broker: `/config/topics/<name>` (Kafka's JSON), which each
+        broker's view follows."""
+        path = zk_layout.topic_config_path(name)
+        data = zk_layout.encode_topic_config(config)
+        try:
+            self.zk.kazoo.set(path, data)
+        except NoNodeError:
+            try:
+                self.zk.kazoo.create(path, data, makepath=True)
+            except NodeExistsError:
+                self.zk.kazoo.set(path, data)
+
     # ------------------------------------------------------------ a leader's ISR change
 
     def write_isr(self, tp: tuple[str, int], state: PartitionState, version: int) -> int:

@@ -433,3 +433,19 @@ def test_added_partitions_get_leaders_and_replicas(cluster: LocalCluster) -> Non
         producer.produce(topic, value=b"p%d" % p, partition=p)
     assert producer.flush(30) == 0
     _assert_replicas_identical(cluster, topic, 3)
+
+
+def test_a_topic_config_change_reaches_every_replica(cluster: LocalCluster) -> None:
+    from confluent_kafka.admin import ConfigResource
+
+    topic = unique_name("configured")
+    _create(cluster, topic)
+    admin = _admin(cluster)
+    resource = ConfigResource("topic", topic, set_config={"retention.ms": "123456"})
+    admin.alter_configs([resource])[resource].result(15)
+
+    def retention(b: int) -> str:
+        client = AdminClient({"bootstrap.servers": cluster.broker(b).bootstrap})
+        described = client.describe_configs([ConfigResource("topic", topic)])
+        return str(next(iter(described.values())).result(10)["retention.ms"].value)
+    wait_for(lambda: all(retention(b) == "123456" for b in range(3)), 10, "retention.ms on every broker")
