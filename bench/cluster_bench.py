@@ -34,6 +34,7 @@ import json
 import logging
 import os
 import platform
+import resource
 import shutil
 import signal
 import statistics
@@ -100,8 +101,10 @@ def worker_produce(bootstrap: str, topic: str, count: int, size: int, acks: str,
             p.poll(0)
     remaining = p.flush(300)
     elapsed = time.perf_counter() - started
+    usage = resource.getrusage(resource.RUSAGE_SELF)
     return {"seconds": elapsed, "records": count, "errors": len(errors) + remaining,
-            "first_error": errors[0] if errors else None, "records_per_s": count / elapsed}
+            "first_error": errors[0] if errors else None, "records_per_s": count / elapsed,
+            "client_cpu_s": usage.ru_utime + usage.ru_stime}
 
 
 def call_worker(spec: dict[str, Any], timeout_s: float = 600.0) -> dict[str, Any]:
@@ -116,13 +119,32 @@ def call_worker(spec: dict[str, Any], timeout_s: float = 600.0) -> dict[str, Any
     return result
 
 
+def broker_cpu(cluster: ZkCluster) -> dict[int, float]:
+    """User + system CPU seconds so far of every running broker process, by broker id."""
+    out = {}
+    for i in cluster.alive():
+        proc = cluster.broker(i).proc
+        if proc is not None:
+            try:
+                out[i] = _common.cpu_seconds(proc.pid)
+            except OSError:   # it ended in between
+                continue
+    return out
+
+
 def throughput(cluster: ZkCluster, name: str, args: argparse.Namespace, acks: str, idempotent: bool) -> dict[str, Any]:
     rf = min(cluster.size, 3)
     _common.create_topic(cluster.bootstrap, name, args.partitions, replication_factor=rf)
     cluster.wait_in_sync(name, args.partitions)
+    before = broker_cpu(cluster)
     r = call_worker({"bootstrap": cluster.bootstrap, "topic": name, "count": args.records, "size": args.size,
                      "acks": acks, "idempotent": idempotent})
-    r.update(brokers=cluster.size, acks=acks, idempotent=idempotent, replication_factor=rf)
+    after = broker_cpu(cluster)
+    # CPU of every broker process (all its threads: the JVM's too) over the producer process's whole life,
+    # which includes its connect and metadata; per record it is the cost of storing (and replicating) one
+    cpu = {i: after[i] - before[i] for i in before if i in after}
+    r.update(brokers=cluster.size, acks=acks, idempotent=idempotent, replication_factor=rf,
+             broker_cpu_s=cpu, broker_cpu_us_per_record=sum(cpu.values()) / args.records * 1e6)
     _common.delete_topic(cluster.bootstrap, name)
     return r
 
@@ -326,7 +348,10 @@ def summarize(runs: list[dict[str, Any]], session_timeout_ms: int) -> dict[str, 
         "controlled_no_new_leader": sum(1 for r in ok if r["controlled_shutdown"]["new_leader_s"] is None),
         "failover_lost": total("failover_kill", "lost"), "failover_duplicated": total("failover_kill", "duplicated"),
         "failover_failed": total("failover_kill", "failed"),
+        "single_cpu_us_per_record": spread([r["single_acks1"].get("broker_cpu_us_per_record") for r in ok]),
+        "trio_cpu_us_per_record": spread([r["trio_acks_all"].get("broker_cpu_us_per_record") for r in ok]),
         "controlled_new_leader_s": spread([r["controlled_shutdown"]["new_leader_s"] for r in ok]),
+        "controlled_first_ack_s": spread([r["controlled_shutdown"]["first_ack_s"] for r in ok]),
         "controlled_exit_s": spread([r["controlled_shutdown"]["exited_s"] for r in ok]),
         "controlled_failed": total("controlled_shutdown", "failed"),
         "controlled_lost": total("controlled_shutdown", "lost"),
@@ -343,12 +368,17 @@ def print_table(summary: dict[str, dict[str, Any]]) -> None:
     rows: list[tuple[str, Callable[[dict[str, Any]], str]]] = [("1 broker, acks=1, rec/s", lambda s: fmt(s["single_acks1_rec_s"], digits=0)),
             ("3 brokers rf 3, acks=all idempotent, rec/s", lambda s: fmt(s["trio_acks_all_rec_s"], digits=0)),
             ("ratio (target >= 0.6)", lambda s: fmt(s["ratio"])),
+            ("broker CPU per record, 1 broker acks=1, us", lambda s: fmt(s["single_cpu_us_per_record"], digits=1)),
+            ("broker CPU per record, 3 brokers acks=all (all brokers), us",
+             lambda s: fmt(s["trio_cpu_us_per_record"], digits=1)),
             ("SIGKILL leader -> first ack, s", lambda s: fmt(s["failover_first_ack_s"], " s")
              + f" (target <= {s['failover_target_s']:g})"),
             ("SIGKILL leader -> new leader in Metadata, s", lambda s: fmt(s["failover_new_leader_s"], " s")),
             ("SIGKILL: lost / duplicated / failed records; reps with no ack in time", lambda s: f"{s['failover_lost']}"
              f" / {s['failover_duplicated']} / {s['failover_failed']}; {s['failover_no_ack']}"),
             ("SIGTERM leader -> new leader, s (target <= 1)", lambda s: fmt(s["controlled_new_leader_s"], " s")),
+            ("SIGTERM leader -> first ack of a record sent after it, s",
+             lambda s: fmt(s["controlled_first_ack_s"], " s")),
             ("SIGTERM: reps with no new leader in time", lambda s: str(s["controlled_no_new_leader"])),
             ("SIGTERM -> process exited, s", lambda s: fmt(s["controlled_exit_s"], " s")),
             ("SIGTERM: delivery errors / lost / duplicated", lambda s: f"{s['controlled_failed']} / "
