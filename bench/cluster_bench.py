@@ -165,6 +165,7 @@ class ProducerLoop:
         self.failed: dict[int, str] = {}
         self.client_errors: list[str] = []
         self._stop = threading.Event()
+        self._lock = threading.Lock()   # the producer thread writes sent/acked while the main thread reads them
         self.producer = Producer({
             "bootstrap.servers": bootstrap, "acks": "all", "enable.idempotence": True, "linger.ms": 1,
             "message.timeout.ms": message_timeout_ms, "request.timeout.ms": request_timeout_ms,
@@ -174,10 +175,11 @@ class ProducerLoop:
 
     def _delivered(self, err: Any, msg: Any) -> None:
         seq = int(msg.value()[:SEQ_DIGITS])
-        if err is None:
-            self.acked[seq] = time.monotonic()
-        else:
-            self.failed[seq] = str(err)
+        with self._lock:
+            if err is None:
+                self.acked[seq] = time.monotonic()
+            else:
+                self.failed[seq] = str(err)
 
     def _run(self) -> None:
         started = time.monotonic()
@@ -193,7 +195,8 @@ class ProducerLoop:
             except BufferError:
                 self.producer.poll(0.01)
                 continue
-            self.sent[seq] = now
+            with self._lock:
+                self.sent[seq] = now
             seq += 1
             self.producer.poll(0)
 
@@ -203,8 +206,17 @@ class ProducerLoop:
 
     def first_ack_after(self, t: float) -> float | None:
         """Seconds from `t` to the acknowledgement of the first record sent after `t`, or None (not yet)."""
-        acks = [self.acked[s] for s, sent in list(self.sent.items()) if sent > t and s in self.acked]
+        with self._lock:
+            acks = [self.acked[s] for s, sent in self.sent.items() if sent > t and s in self.acked]
         return min(acks) - t if acks else None
+
+    def longest_ack_gap(self, start: float, end: float) -> float | None:
+        """The longest time between two consecutive acknowledgements in [start, end] (its ends included):
+        how long the client saw no progress around a failover."""
+        with self._lock:
+            times = sorted(a for a in self.acked.values() if start <= a <= end)
+        points = [start] + times + [end]
+        return max(b - a for a, b in zip(points, points[1:])) if times else None
 
     def wait_steady(self, records: int, timeout: float = 60.0) -> None:
         deadline = time.monotonic() + timeout
@@ -292,6 +304,7 @@ def failover(cluster: ZkCluster, topic: str, args: argparse.Namespace, controlle
         out.update(new_leader_s=elected, first_ack_s=first_ack, exited_s=exited,
                    new_leader=new_leader_via(cluster, topic, leader))
         time.sleep(1.0)   # keep producing on the new leader for a while
+        out["longest_ack_gap_s"] = loop.longest_ack_gap(t0, time.monotonic())
     finally:
         unreported = loop.stop(args.message_timeout_ms / 1000 + 5)
     if controlled:
@@ -352,6 +365,8 @@ def summarize(runs: list[dict[str, Any]], session_timeout_ms: int) -> dict[str, 
         "trio_cpu_us_per_record": spread([r["trio_acks_all"].get("broker_cpu_us_per_record") for r in ok]),
         "controlled_new_leader_s": spread([r["controlled_shutdown"]["new_leader_s"] for r in ok]),
         "controlled_first_ack_s": spread([r["controlled_shutdown"]["first_ack_s"] for r in ok]),
+        "controlled_longest_ack_gap_s": spread([r["controlled_shutdown"].get("longest_ack_gap_s") for r in ok]),
+        "failover_longest_ack_gap_s": spread([r["failover_kill"].get("longest_ack_gap_s") for r in ok]),
         "controlled_exit_s": spread([r["controlled_shutdown"]["exited_s"] for r in ok]),
         "controlled_failed": total("controlled_shutdown", "failed"),
         "controlled_lost": total("controlled_shutdown", "lost"),
@@ -374,11 +389,13 @@ def print_table(summary: dict[str, dict[str, Any]]) -> None:
             ("SIGKILL leader -> first ack, s", lambda s: fmt(s["failover_first_ack_s"], " s")
              + f" (target <= {s['failover_target_s']:g})"),
             ("SIGKILL leader -> new leader in Metadata, s", lambda s: fmt(s["failover_new_leader_s"], " s")),
+            ("SIGKILL: longest time without an ack, s", lambda s: fmt(s["failover_longest_ack_gap_s"], " s")),
             ("SIGKILL: lost / duplicated / failed records; reps with no ack in time", lambda s: f"{s['failover_lost']}"
              f" / {s['failover_duplicated']} / {s['failover_failed']}; {s['failover_no_ack']}"),
             ("SIGTERM leader -> new leader, s (target <= 1)", lambda s: fmt(s["controlled_new_leader_s"], " s")),
             ("SIGTERM leader -> first ack of a record sent after it, s",
              lambda s: fmt(s["controlled_first_ack_s"], " s")),
+            ("SIGTERM: longest time without an ack, s", lambda s: fmt(s["controlled_longest_ack_gap_s"], " s")),
             ("SIGTERM: reps with no new leader in time", lambda s: str(s["controlled_no_new_leader"])),
             ("SIGTERM -> process exited, s", lambda s: fmt(s["controlled_exit_s"], " s")),
             ("SIGTERM: delivery errors / lost / duplicated", lambda s: f"{s['controlled_failed']} / "
