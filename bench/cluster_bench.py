@@ -288,6 +288,8 @@ def failover(cluster: ZkCluster, topic: str, args: argparse.Namespace, controlle
         leader, controller = cluster.leader(topic), cluster.controller()
         out: dict[str, Any] = {"killed": leader, "controller": controller, "signal": "TERM" if controlled else "KILL"}
         t0 = time.monotonic()
+        # wall clock of the signal, as the brokers' logs print it (local time), to line them up with it (--keep)
+        out["signal_at"] = dt.datetime.now().strftime("%Y-%m-%d %H:%M:%S,%f")[:-3]
         if controlled:
             cluster.terminate(leader)
         else:

@@ -133,6 +133,10 @@ def top_functions(collapsed: Path, n: int) -> dict[str, Any]:
             "inclusive": [(f, pct(c)) for f, c in inclusive.most_common(n) if "(" in f][:n]}
 
 
+def idempotent(args: argparse.Namespace) -> bool:
+    return args.acks == "all" if args.idempotence == "auto" else args.idempotence == "on"
+
+
 def leaders(cluster: ZkCluster, topic: str, partitions: int) -> dict[int, list[int]]:
     out: dict[int, list[int]] = {i: [] for i in cluster.brokers}
     for p in range(partitions):
@@ -156,7 +160,7 @@ def one_rep(cluster: ZkCluster, rep: int, args: argparse.Namespace, probe_dir: P
     load = os.getloadavg()
     cpu_before = cluster_bench.broker_cpu(cluster)
     r = cluster_bench.call_worker({"bootstrap": cluster.bootstrap, "topic": topic, "count": args.records,
-                                   "size": args.size, "acks": args.acks, "idempotent": args.acks == "all"})
+                                   "size": args.size, "acks": args.acks, "idempotent": idempotent(args)})
     cpu_after = cluster_bench.broker_cpu(cluster)
     for spy in spies.values():
         stop_pyspy(spy)
@@ -181,6 +185,8 @@ def main() -> int:
     ap.add_argument("--records", type=int, default=300_000)
     ap.add_argument("--size", type=int, default=100)
     ap.add_argument("--acks", default="all", choices=("1", "all"))
+    ap.add_argument("--idempotence", choices=("auto", "on", "off"), default="auto",
+                    help="the producer's enable.idempotence (auto: on with acks=all)")
     ap.add_argument("--reps", type=int, default=2)
     ap.add_argument("--probe", action="store_true", help="pylog: time the replication steps (bench/_replication_probe.py)")
     ap.add_argument("--pyspy", action="store_true", help="pylog: py-spy record every broker during the produce")
@@ -204,7 +210,9 @@ def main() -> int:
             for rep in range(args.reps):
                 runs.append(one_rep(cluster, rep, args, probe_dir, stacks_dir))
                 r = runs[-1]
-                print(f"rep {rep + 1}: {r['produce'].get('records_per_s', 0):,.0f} rec/s, load {r['loadavg'][0]:.1f}; "
+                print(f"rep {rep + 1}: {args.system} x{args.cluster_size} acks={args.acks} idempotent={idempotent(args)}: "
+                      f"{r['produce'].get('records_per_s', 0):,.0f} rec/s, client {r['produce'].get('client_cpu_s', 0):.2f} s CPU, "
+                      f"load {r['loadavg'][0]:.1f}; "
                       + "; ".join(f"broker {i} leads {b['leads_partitions']}: {b['cpu_us_per_record']:.1f} us/rec"
                                   for i, b in r["brokers"].items()), file=sys.stderr, flush=True)
     finally:
