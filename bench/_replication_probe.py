@@ -10,10 +10,12 @@ Wraps, without changing what they do, and counts cumulatively:
   "immediate" when the high watermark had already passed.
 Every 0.5 s the totals go to DIR/probe-<pid>.json; the caller subtracts two snapshots. The measurement
 costs a few microseconds per call; never use this wrapper for throughput figures.
-Usage (as a wrapper): python bench/_replication_probe.py DIR <python> -m pylog broker ...
+With --recheck it also replaces the fetch long poll by `_long_poll_rechecked` (an experiment: see there).
+Usage (as a wrapper): python bench/_replication_probe.py DIR [--recheck] <python> -m pylog broker ...
 """
 from __future__ import annotations
 
+import asyncio
 import json
 import os
 import runpy
@@ -56,7 +58,7 @@ TIMERS: dict[str, Timer] = {k: Timer() for k in (
     "leader_acks_all_wait")}
 COUNTS: dict[str, int] = {k: 0 for k in (
     "follower_responses_with_data", "follower_responses_empty", "follower_bytes", "leader_replica_reads",
-    "leader_replica_bytes", "leader_acks_all_immediate", "leader_acks_all_waited")}
+    "leader_replica_bytes", "leader_acks_all_immediate", "leader_acks_all_waited", "long_poll_recheck_hits")}
 
 
 def _wrap_async(fn: Callable[..., Any], timer: str) -> Callable[..., Any]:
@@ -103,16 +105,48 @@ def _read_all_counted(ctx: Any, fc: Any, max_bytes: int, read_uncommitted: bool,
 
 fetch_api._read_all = _read_all_counted
 _long_poll = fetch_api._long_poll
+RECHECK = "--recheck" in sys.argv[1:3]
 
 
 async def _long_poll_timed(ctx: Any, req: Any, fc: Any, max_bytes: int, min_bytes: int, deadline: float,
                            read_uncommitted: bool, replica_id: int) -> Any:
     t0 = time.perf_counter()
     try:
-        return await _long_poll(ctx, req, fc, max_bytes, min_bytes, deadline, read_uncommitted, replica_id)
+        inner = _long_poll_rechecked if RECHECK else _long_poll
+        return await inner(ctx, req, fc, max_bytes, min_bytes, deadline, read_uncommitted, replica_id)
     finally:
         if replica_id >= 0:
             TIMERS["leader_replica_long_poll"].add((time.perf_counter() - t0) * 1000)
+
+
+
+
+async def _long_poll_rechecked(ctx: Any, req: Any, fc: Any, max_bytes: int, min_bytes: int, deadline: float,
+                               read_uncommitted: bool, replica_id: int) -> Any:
+    """The experiment of `--recheck` (not the shipped code): `_long_poll` that registers its waiter and then
+    reads again before it waits, so an append between the handler's first read and the start of this task
+    (the waiter was not registered yet: a lost wake-up) is seen at once instead of at max_wait."""
+    keys = list(fc.wanted)
+    first = True
+    while True:
+        remaining = deadline - time.monotonic()
+        if remaining > 0:
+            fut = ctx.replicas.waiter(keys)
+            try:
+                if first:
+                    first = False
+                    topics, total, any_error = fetch_api._read_all(ctx, fc, max_bytes, read_uncommitted, replica_id)
+                    if total >= min_bytes or any_error:
+                        COUNTS["long_poll_recheck_hits"] += 1
+                        return fetch_api._respond(req, fc, topics)
+                await asyncio.wait_for(fut, remaining)
+            except asyncio.TimeoutError:
+                pass
+            finally:
+                ctx.replicas.discard(fut, keys)
+        topics, total, any_error = fetch_api._read_all(ctx, fc, max_bytes, read_uncommitted, replica_id)
+        if total >= min_bytes or any_error or deadline - time.monotonic() <= 0:
+            return fetch_api._respond(req, fc, topics)
 
 
 fetch_api._long_poll = _long_poll_timed
@@ -143,9 +177,9 @@ def _dump_forever(path: Path) -> None:
         time.sleep(0.5)
 
 
-args = sys.argv[1:]
+args = [a for a in sys.argv[1:3] if a != "--recheck"] + sys.argv[3:]
 if len(args) < 4 or args[2] != "-m":
-    raise SystemExit("usage: _replication_probe.py DIR <python> -m pylog ...")
+    raise SystemExit("usage: _replication_probe.py DIR [--recheck] <python> -m pylog ...")
 out_dir = Path(args[0])
 out_dir.mkdir(parents=True, exist_ok=True)
 threading.Thread(target=_dump_forever, args=(out_dir / f"probe-{os.getpid()}.json",), daemon=True).start()

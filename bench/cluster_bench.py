@@ -90,13 +90,16 @@ def worker_produce(bootstrap: str, topic: str, count: int, size: int, acks: str,
     p.list_topics(topic, timeout=10)   # connect and learn the leaders before the clock starts
     payload = os.urandom(size)
     started = time.perf_counter()
+    full_s = 0.0    # time spent waiting for room in the client's queue: the brokers were the limit meanwhile
     for i in range(count):
         while True:
             try:
                 p.produce(topic, payload)
                 break
             except BufferError:
+                t = time.perf_counter()
                 p.poll(0.001)
+                full_s += time.perf_counter() - t
         if i % 1000 == 0:
             p.poll(0)
     remaining = p.flush(300)
@@ -104,7 +107,7 @@ def worker_produce(bootstrap: str, topic: str, count: int, size: int, acks: str,
     usage = resource.getrusage(resource.RUSAGE_SELF)
     return {"seconds": elapsed, "records": count, "errors": len(errors) + remaining,
             "first_error": errors[0] if errors else None, "records_per_s": count / elapsed,
-            "client_cpu_s": usage.ru_utime + usage.ru_stime}
+            "client_cpu_s": usage.ru_utime + usage.ru_stime, "queue_full_s": full_s}
 
 
 def call_worker(spec: dict[str, Any], timeout_s: float = 600.0) -> dict[str, Any]:
@@ -319,8 +322,10 @@ def failover(cluster: ZkCluster, topic: str, args: argparse.Namespace, controlle
 # --------------------------------------------------------------------------- orchestration
 
 def run_system(system: str, rep: int, args: argparse.Namespace, workdir: Path) -> dict[str, Any]:
+    # the same settings for both systems: peers/kafka.py's test defaults (4 offsets partitions) are overridden
+    # with both systems' own default, so each controller handles the same number of partitions
     base = {"zookeeper.session.timeout.ms": args.session_timeout_ms, "replica.lag.time.max.ms": args.replica_lag_ms,
-            "controlled.shutdown.enable": "true"}
+            "controlled.shutdown.enable": "true", "offsets.topic.num.partitions": args.offsets_partitions}
     out: dict[str, Any] = {"loadavg_before": os.getloadavg()}
     single = make_cluster(system, workdir / f"{system}-{rep}-single", 1,
                           {**base, "default.replication.factor": 1, "min.insync.replicas": 1},
@@ -434,6 +439,8 @@ def main() -> int:
     ap.add_argument("--partitions", type=int, default=3, help="partitions of the throughput topic")
     ap.add_argument("--rate", type=int, default=1000, help="records/s of the failover producer")
     ap.add_argument("--session-timeout-ms", type=int, default=6000, help="zookeeper.session.timeout.ms")
+    ap.add_argument("--offsets-partitions", type=int, default=50,
+                    help="offsets.topic.num.partitions of both systems (__consumer_offsets exists from the first read-back)")
     ap.add_argument("--replica-lag-ms", type=int, default=10000, help="replica.lag.time.max.ms")
     ap.add_argument("--message-timeout-ms", type=int, default=10000, help="the failover producer's message.timeout.ms")
     ap.add_argument("--request-timeout-ms", type=int, default=3000, help="the failover producer's request.timeout.ms")

@@ -49,12 +49,14 @@ PROBE = Path(__file__).resolve().parent / "_replication_probe.py"
 class ProbedBroker(BrokerProcess):
     """pylog's broker under bench/_replication_probe.py (its counters go to `probe_dir`)."""
 
-    def __init__(self, data_dir: Path, settings: dict[str, object], probe_dir: Path) -> None:
+    def __init__(self, data_dir: Path, settings: dict[str, object], probe_dir: Path, recheck: bool) -> None:
         super().__init__(data_dir, settings=settings)
         self.probe_dir = probe_dir
+        self.recheck = recheck
 
     def command(self) -> list[str]:
-        return [sys.executable, str(PROBE), str(self.probe_dir)] + super().command()
+        return ([sys.executable, str(PROBE), str(self.probe_dir)] + (["--recheck"] if self.recheck else [])
+                + super().command())
 
 
 def make_cluster(args: argparse.Namespace, workdir: Path, probe_dir: Path) -> ZkCluster:
@@ -66,8 +68,8 @@ def make_cluster(args: argparse.Namespace, workdir: Path, probe_dir: Path) -> Zk
     def factory(wd: Path, s: dict[str, object]) -> ServerProcess:
         if args.system == "kafka":
             return KafkaZkBroker(wd, s, heap="512m")
-        if args.probe:
-            return ProbedBroker(wd, s, probe_dir)
+        if args.probe or args.recheck:
+            return ProbedBroker(wd, s, probe_dir, args.recheck)
         return BrokerProcess(wd, settings=s)
     return ZkCluster(workdir, factory, args.cluster_size, settings, args.session_timeout_ms, chroot=f"/{args.system}")
 
@@ -189,6 +191,8 @@ def main() -> int:
                     help="the producer's enable.idempotence (auto: on with acks=all)")
     ap.add_argument("--reps", type=int, default=2)
     ap.add_argument("--probe", action="store_true", help="pylog: time the replication steps (bench/_replication_probe.py)")
+    ap.add_argument("--recheck", action="store_true",
+                    help="pylog: the probe's experimental long poll that reads again after registering its waiter")
     ap.add_argument("--pyspy", action="store_true", help="pylog: py-spy record every broker during the produce")
     ap.add_argument("--pyspy-rate", type=int, default=100)
     ap.add_argument("--top", type=int, default=25)
@@ -197,8 +201,9 @@ def main() -> int:
     ap.add_argument("--replica-lag-ms", type=int, default=10000)
     ap.add_argument("--out", type=Path, default=None)
     args = ap.parse_args()
-    if args.system == "kafka" and (args.probe or args.pyspy):
-        ap.error("--probe and --pyspy apply to pylog only")
+    if args.system == "kafka" and (args.probe or args.pyspy or args.recheck):
+        ap.error("--probe, --recheck and --pyspy apply to pylog only")
+    args.probe = args.probe or args.recheck
     stamp = dt.datetime.now().strftime("%Y-%m-%d-%H%M%S")
     workdir = Path(tempfile.mkdtemp(prefix="cluster-profile-"))
     stacks_dir = args.stacks_dir or workdir / "stacks"
@@ -210,8 +215,11 @@ def main() -> int:
             for rep in range(args.reps):
                 runs.append(one_rep(cluster, rep, args, probe_dir, stacks_dir))
                 r = runs[-1]
-                print(f"rep {rep + 1}: {args.system} x{args.cluster_size} acks={args.acks} idempotent={idempotent(args)}: "
-                      f"{r['produce'].get('records_per_s', 0):,.0f} rec/s, client {r['produce'].get('client_cpu_s', 0):.2f} s CPU, "
+                print(f"rep {rep + 1}: {args.system} x{args.cluster_size} acks={args.acks} idempotent={idempotent(args)}"
+                      f"{' recheck' if args.recheck else ''}: "
+                      f"{r['produce'].get('records_per_s', 0):,.0f} rec/s in {r['produce'].get('seconds', 0):.2f} s, client "
+                      f"{r['produce'].get('client_cpu_s', 0):.2f} s CPU, {r['produce'].get('queue_full_s', 0):.2f} s "
+                      "waiting for queue room, "
                       f"load {r['loadavg'][0]:.1f}; "
                       + "; ".join(f"broker {i} leads {b['leads_partitions']}: {b['cpu_us_per_record']:.1f} us/rec"
                                   for i, b in r["brokers"].items()), file=sys.stderr, flush=True)
