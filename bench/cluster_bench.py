@@ -34,6 +34,7 @@ import json
 import logging
 import os
 import platform
+import resource
 import shutil
 import signal
 import statistics
@@ -89,19 +90,24 @@ def worker_produce(bootstrap: str, topic: str, count: int, size: int, acks: str,
     p.list_topics(topic, timeout=10)   # connect and learn the leaders before the clock starts
     payload = os.urandom(size)
     started = time.perf_counter()
+    full_s = 0.0    # time spent waiting for room in the client's queue: the brokers were the limit meanwhile
     for i in range(count):
         while True:
             try:
                 p.produce(topic, payload)
                 break
             except BufferError:
+                t = time.perf_counter()
                 p.poll(0.001)
+                full_s += time.perf_counter() - t
         if i % 1000 == 0:
             p.poll(0)
     remaining = p.flush(300)
     elapsed = time.perf_counter() - started
+    usage = resource.getrusage(resource.RUSAGE_SELF)
     return {"seconds": elapsed, "records": count, "errors": len(errors) + remaining,
-            "first_error": errors[0] if errors else None, "records_per_s": count / elapsed}
+            "first_error": errors[0] if errors else None, "records_per_s": count / elapsed,
+            "client_cpu_s": usage.ru_utime + usage.ru_stime, "queue_full_s": full_s}
 
 
 def call_worker(spec: dict[str, Any], timeout_s: float = 600.0) -> dict[str, Any]:
@@ -116,13 +122,32 @@ def call_worker(spec: dict[str, Any], timeout_s: float = 600.0) -> dict[str, Any
     return result
 
 
+def broker_cpu(cluster: ZkCluster) -> dict[int, float]:
+    """User + system CPU seconds so far of every running broker process, by broker id."""
+    out = {}
+    for i in cluster.alive():
+        proc = cluster.broker(i).proc
+        if proc is not None:
+            try:
+                out[i] = _common.cpu_seconds(proc.pid)
+            except OSError:   # it ended in between
+                continue
+    return out
+
+
 def throughput(cluster: ZkCluster, name: str, args: argparse.Namespace, acks: str, idempotent: bool) -> dict[str, Any]:
     rf = min(cluster.size, 3)
     _common.create_topic(cluster.bootstrap, name, args.partitions, replication_factor=rf)
     cluster.wait_in_sync(name, args.partitions)
+    before = broker_cpu(cluster)
     r = call_worker({"bootstrap": cluster.bootstrap, "topic": name, "count": args.records, "size": args.size,
                      "acks": acks, "idempotent": idempotent})
-    r.update(brokers=cluster.size, acks=acks, idempotent=idempotent, replication_factor=rf)
+    after = broker_cpu(cluster)
+    # CPU of every broker process (all its threads: the JVM's too) over the producer process's whole life,
+    # which includes its connect and metadata; per record it is the cost of storing (and replicating) one
+    cpu = {i: after[i] - before[i] for i in before if i in after}
+    r.update(brokers=cluster.size, acks=acks, idempotent=idempotent, replication_factor=rf,
+             broker_cpu_s=cpu, broker_cpu_us_per_record=sum(cpu.values()) / args.records * 1e6)
     _common.delete_topic(cluster.bootstrap, name)
     return r
 
@@ -143,6 +168,7 @@ class ProducerLoop:
         self.failed: dict[int, str] = {}
         self.client_errors: list[str] = []
         self._stop = threading.Event()
+        self._lock = threading.Lock()   # the producer thread writes sent/acked while the main thread reads them
         self.producer = Producer({
             "bootstrap.servers": bootstrap, "acks": "all", "enable.idempotence": True, "linger.ms": 1,
             "message.timeout.ms": message_timeout_ms, "request.timeout.ms": request_timeout_ms,
@@ -152,10 +178,11 @@ class ProducerLoop:
 
     def _delivered(self, err: Any, msg: Any) -> None:
         seq = int(msg.value()[:SEQ_DIGITS])
-        if err is None:
-            self.acked[seq] = time.monotonic()
-        else:
-            self.failed[seq] = str(err)
+        with self._lock:
+            if err is None:
+                self.acked[seq] = time.monotonic()
+            else:
+                self.failed[seq] = str(err)
 
     def _run(self) -> None:
         started = time.monotonic()
@@ -171,7 +198,8 @@ class ProducerLoop:
             except BufferError:
                 self.producer.poll(0.01)
                 continue
-            self.sent[seq] = now
+            with self._lock:
+                self.sent[seq] = now
             seq += 1
             self.producer.poll(0)
 
@@ -181,8 +209,17 @@ class ProducerLoop:
 
     def first_ack_after(self, t: float) -> float | None:
         """Seconds from `t` to the acknowledgement of the first record sent after `t`, or None (not yet)."""
-        acks = [self.acked[s] for s, sent in list(self.sent.items()) if sent > t and s in self.acked]
+        with self._lock:
+            acks = [self.acked[s] for s, sent in self.sent.items() if sent > t and s in self.acked]
         return min(acks) - t if acks else None
+
+    def longest_ack_gap(self, start: float, end: float) -> float | None:
+        """The longest time between two consecutive acknowledgements in [start, end] (its ends included):
+        how long the client saw no progress around a failover."""
+        with self._lock:
+            times = sorted(a for a in self.acked.values() if start <= a <= end)
+        points = [start] + times + [end]
+        return max(b - a for a, b in zip(points, points[1:])) if times else None
 
     def wait_steady(self, records: int, timeout: float = 60.0) -> None:
         deadline = time.monotonic() + timeout
@@ -254,6 +291,8 @@ def failover(cluster: ZkCluster, topic: str, args: argparse.Namespace, controlle
         leader, controller = cluster.leader(topic), cluster.controller()
         out: dict[str, Any] = {"killed": leader, "controller": controller, "signal": "TERM" if controlled else "KILL"}
         t0 = time.monotonic()
+        # wall clock of the signal, as the brokers' logs print it (local time), to line them up with it (--keep)
+        out["signal_at"] = dt.datetime.now().strftime("%Y-%m-%d %H:%M:%S,%f")[:-3]
         if controlled:
             cluster.terminate(leader)
         else:
@@ -270,6 +309,7 @@ def failover(cluster: ZkCluster, topic: str, args: argparse.Namespace, controlle
         out.update(new_leader_s=elected, first_ack_s=first_ack, exited_s=exited,
                    new_leader=new_leader_via(cluster, topic, leader))
         time.sleep(1.0)   # keep producing on the new leader for a while
+        out["longest_ack_gap_s"] = loop.longest_ack_gap(t0, time.monotonic())
     finally:
         unreported = loop.stop(args.message_timeout_ms / 1000 + 5)
     if controlled:
@@ -282,8 +322,10 @@ def failover(cluster: ZkCluster, topic: str, args: argparse.Namespace, controlle
 # --------------------------------------------------------------------------- orchestration
 
 def run_system(system: str, rep: int, args: argparse.Namespace, workdir: Path) -> dict[str, Any]:
+    # the same settings for both systems: peers/kafka.py's test defaults (4 offsets partitions) are overridden
+    # with both systems' own default, so each controller handles the same number of partitions
     base = {"zookeeper.session.timeout.ms": args.session_timeout_ms, "replica.lag.time.max.ms": args.replica_lag_ms,
-            "controlled.shutdown.enable": "true"}
+            "controlled.shutdown.enable": "true", "offsets.topic.num.partitions": args.offsets_partitions}
     out: dict[str, Any] = {"loadavg_before": os.getloadavg()}
     single = make_cluster(system, workdir / f"{system}-{rep}-single", 1,
                           {**base, "default.replication.factor": 1, "min.insync.replicas": 1},
@@ -326,7 +368,12 @@ def summarize(runs: list[dict[str, Any]], session_timeout_ms: int) -> dict[str, 
         "controlled_no_new_leader": sum(1 for r in ok if r["controlled_shutdown"]["new_leader_s"] is None),
         "failover_lost": total("failover_kill", "lost"), "failover_duplicated": total("failover_kill", "duplicated"),
         "failover_failed": total("failover_kill", "failed"),
+        "single_cpu_us_per_record": spread([r["single_acks1"].get("broker_cpu_us_per_record") for r in ok]),
+        "trio_cpu_us_per_record": spread([r["trio_acks_all"].get("broker_cpu_us_per_record") for r in ok]),
         "controlled_new_leader_s": spread([r["controlled_shutdown"]["new_leader_s"] for r in ok]),
+        "controlled_first_ack_s": spread([r["controlled_shutdown"]["first_ack_s"] for r in ok]),
+        "controlled_longest_ack_gap_s": spread([r["controlled_shutdown"].get("longest_ack_gap_s") for r in ok]),
+        "failover_longest_ack_gap_s": spread([r["failover_kill"].get("longest_ack_gap_s") for r in ok]),
         "controlled_exit_s": spread([r["controlled_shutdown"]["exited_s"] for r in ok]),
         "controlled_failed": total("controlled_shutdown", "failed"),
         "controlled_lost": total("controlled_shutdown", "lost"),
@@ -343,12 +390,19 @@ def print_table(summary: dict[str, dict[str, Any]]) -> None:
     rows: list[tuple[str, Callable[[dict[str, Any]], str]]] = [("1 broker, acks=1, rec/s", lambda s: fmt(s["single_acks1_rec_s"], digits=0)),
             ("3 brokers rf 3, acks=all idempotent, rec/s", lambda s: fmt(s["trio_acks_all_rec_s"], digits=0)),
             ("ratio (target >= 0.6)", lambda s: fmt(s["ratio"])),
+            ("broker CPU per record, 1 broker acks=1, us", lambda s: fmt(s["single_cpu_us_per_record"], digits=1)),
+            ("broker CPU per record, 3 brokers acks=all (all brokers), us",
+             lambda s: fmt(s["trio_cpu_us_per_record"], digits=1)),
             ("SIGKILL leader -> first ack, s", lambda s: fmt(s["failover_first_ack_s"], " s")
              + f" (target <= {s['failover_target_s']:g})"),
             ("SIGKILL leader -> new leader in Metadata, s", lambda s: fmt(s["failover_new_leader_s"], " s")),
+            ("SIGKILL: longest time without an ack, s", lambda s: fmt(s["failover_longest_ack_gap_s"], " s")),
             ("SIGKILL: lost / duplicated / failed records; reps with no ack in time", lambda s: f"{s['failover_lost']}"
              f" / {s['failover_duplicated']} / {s['failover_failed']}; {s['failover_no_ack']}"),
             ("SIGTERM leader -> new leader, s (target <= 1)", lambda s: fmt(s["controlled_new_leader_s"], " s")),
+            ("SIGTERM leader -> first ack of a record sent after it, s",
+             lambda s: fmt(s["controlled_first_ack_s"], " s")),
+            ("SIGTERM: longest time without an ack, s", lambda s: fmt(s["controlled_longest_ack_gap_s"], " s")),
             ("SIGTERM: reps with no new leader in time", lambda s: str(s["controlled_no_new_leader"])),
             ("SIGTERM -> process exited, s", lambda s: fmt(s["controlled_exit_s"], " s")),
             ("SIGTERM: delivery errors / lost / duplicated", lambda s: f"{s['controlled_failed']} / "
@@ -385,6 +439,8 @@ def main() -> int:
     ap.add_argument("--partitions", type=int, default=3, help="partitions of the throughput topic")
     ap.add_argument("--rate", type=int, default=1000, help="records/s of the failover producer")
     ap.add_argument("--session-timeout-ms", type=int, default=6000, help="zookeeper.session.timeout.ms")
+    ap.add_argument("--offsets-partitions", type=int, default=50,
+                    help="offsets.topic.num.partitions of both systems (__consumer_offsets exists from the first read-back)")
     ap.add_argument("--replica-lag-ms", type=int, default=10000, help="replica.lag.time.max.ms")
     ap.add_argument("--message-timeout-ms", type=int, default=10000, help="the failover producer's message.timeout.ms")
     ap.add_argument("--request-timeout-ms", type=int, default=3000, help="the failover producer's request.timeout.ms")
