@@ -105,17 +105,23 @@ def handle(ctx: BrokerContext, req: Request) -> list | Awaitable[list]:
     topics, total, any_error = _read_all(ctx, fc, max_bytes, read_uncommitted, replica_id)
     if total >= min_bytes or any_error or max_wait_s <= 0 or not keys:
         return _respond(req, fc, topics)
-    return _long_poll(ctx, req, fc, max_bytes, min_bytes, deadline, read_uncommitted, replica_id)
+    # registered now, in the same callback as the read: an append before the coroutine first runs
+    # must wake it (else a follower, and so every acks=all produce, waits the whole max_wait)
+    first = ctx.replicas.waiter(keys)
+    return _long_poll(ctx, req, fc, max_bytes, min_bytes, deadline, read_uncommitted, replica_id, first)
 
 
 async def _long_poll(ctx: BrokerContext, req: Request, fc: FetchContext, max_bytes: int, min_bytes: int,
-                     deadline: float, read_uncommitted: bool, replica_id: int) -> list:
+                     deadline: float, read_uncommitted: bool, replica_id: int, first: "asyncio.Future[None]",
+                     ) -> list:
     """Wait for appends to the fetched partitions until min_bytes are there or the deadline passes."""
     keys = list(fc.wanted)
+    pending: "asyncio.Future[None] | None" = first
     while True:
         remaining = deadline - time.monotonic()
         if remaining > 0:
-            fut = ctx.replicas.waiter(keys)
+            fut = pending if pending is not None else ctx.replicas.waiter(keys)
+            pending = None
             try:
                 await asyncio.wait_for(fut, remaining)
             except asyncio.TimeoutError:
@@ -124,4 +130,6 @@ async def _long_poll(ctx: BrokerContext, req: Request, fc: FetchContext, max_byt
                 ctx.replicas.discard(fut, keys)
         topics, total, any_error = _read_all(ctx, fc, max_bytes, read_uncommitted, replica_id)
         if total >= min_bytes or any_error or deadline - time.monotonic() <= 0:
+            if pending is not None:
+                ctx.replicas.discard(pending, keys)
             return _respond(req, fc, topics)

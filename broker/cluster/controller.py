@@ -258,10 +258,12 @@ class ClusterController:
             return
         creates: list[tuple[int, PartitionState]] = []
         updates: list[tuple[int, PartitionState, int]] = []
+        # every partition's state read at once (pipelined): one round trip per topic, not per partition
+        reads = {p: kazoo.get_async(zk_layout.partition_state_path(topic, p)) for p in assignment.partitions}
+        timeout_s = self.zk.session_timeout_ms / 1000.0
         for p, replicas in sorted(assignment.partitions.items()):
-            path = zk_layout.partition_state_path(topic, p)
             try:
-                data, stat = kazoo.get(path)
+                data, stat = reads[p].get(timeout=timeout_s)
                 current = PartitionState.decode(topic, p, data)
             except NoNodeError:
                 creates.append((p, initial_state(replicas, self._live - self._shutting_down or self._live,
