@@ -33,8 +33,9 @@ NO_TOPIC_ID = "AAAAAAAAAAAAAAAAAAAAAA"   # the all-zero Uuid: a broker that does
 LEADER_MOVING = frozenset({
     KafkaError.LEADER_NOT_AVAILABLE, KafkaError.NOT_LEADER_FOR_PARTITION, KafkaError.FENCED_LEADER_EPOCH,
     KafkaError.UNKNOWN_LEADER_EPOCH, KafkaError.OFFSET_NOT_AVAILABLE, KafkaError.REPLICA_NOT_AVAILABLE,
-    KafkaError.BROKER_NOT_AVAILABLE, KafkaError.KAFKA_STORAGE_ERROR, KafkaError._TRANSPORT,
+    KafkaError.BROKER_NOT_AVAILABLE, KafkaError.KAFKA_STORAGE_ERROR, KafkaError._TRANSPORT, KafkaError._TIMED_OUT,
 })
+_ATTEMPT_S = 5.0   # one ListOffsets round within the call's timeout
 _MOVING_BACKOFF_S = (0.1, 0.2, 0.5, 1.0)
 
 
@@ -154,9 +155,16 @@ class OffsetReader:
             pending = dict(requests)
             out: dict[off.TopicPartition, int] = {}
             for round_ in itertools.count():
-                res = self.consumer.offsets_for_times([KTP(t, p, ts) for (t, p), ts in pending.items()],
-                                                      timeout=max(1.0, deadline - time.monotonic()))
+                left = deadline - time.monotonic()
                 moving: list[KafkaError] = []
+                try:   # a request sent to a leader that just died waits for it: ask again before the deadline
+                    res = self.consumer.offsets_for_times([KTP(t, p, ts) for (t, p), ts in pending.items()],
+                                                          timeout=max(1.0, min(left, _ATTEMPT_S)))
+                except KafkaException as e:
+                    err = e.args[0] if e.args else None
+                    if not (isinstance(err, KafkaError) and err.code() == KafkaError._TIMED_OUT and left > _ATTEMPT_S):
+                        raise
+                    res, moving = [], [err]
                 for r in res:
                     if r.error is None:
                         out[(r.topic, r.partition)] = r.offset

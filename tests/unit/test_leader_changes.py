@@ -138,3 +138,22 @@ def test_latest_offsets_below_what_was_read_are_asked_again_then_believed() -> N
     consumer = FakeConsumer([{0: (90,)}])
     assert _offset_reader(consumer).latest([("t", 0)], known={("t", 0): 95}) == {("t", 0): 90}
     assert len(consumer.calls) == 3, "fetchOffset.numRetries attempts, then the log's end is believed"
+
+
+def test_a_list_offsets_round_that_times_out_on_a_dead_leader_is_asked_again(monkeypatch: pytest.MonkeyPatch) -> None:
+    from confluent_kafka import KafkaException
+
+    monkeypatch.setattr("sparklog.offset_reader._MOVING_BACKOFF_S", (0.01,))
+    consumer = FakeConsumer([{0: (5,)}])
+    answer = consumer.offsets_for_times
+    timeouts: list[float] = []
+
+    def first_times_out(tps: list[Any], timeout: float) -> list[_Answer]:
+        timeouts.append(timeout)
+        if len(timeouts) == 1:
+            raise KafkaException(KafkaError(KafkaError._TIMED_OUT))
+        return answer(tps, timeout)
+
+    consumer.offsets_for_times = first_times_out   # type: ignore[method-assign]
+    assert _offset_reader(consumer).latest([("t", 0)]) == {("t", 0): 5}
+    assert timeouts[0] <= 5.0 and consumer.refreshes == 1, "a short round, then fresh metadata"
