@@ -9,6 +9,9 @@ read_committed), Kafka's error handling as the JVM connector's consumer does it,
 - UNKNOWN_TOPIC_OR_PARTITION: metadata is refreshed; a partition that is still gone is data loss;
 - NOT_LEADER_OR_FOLLOWER and the other retriable errors, and lost connections: the leader is
   looked up again and the Fetch retried with backoff until kafkaConsumer.pollTimeoutMs passes;
+- a high watermark below the range's end: a partition's new leader starts from its own high
+  watermark, which may lag the one the driver planned with until the followers fetch from it, so
+  the read is retried for HIGH_WATERMARK_SETTLE_MS before the end is reported as beyond the log;
 - a corrupt batch: the batches before it are read, then data loss naming topic, partition and
   offset; with failOnDataLoss false the reader goes on at the next batch when the same answer
   holds it, else skips the rest of the range (and says which offsets); any other error code fails
@@ -47,7 +50,13 @@ from sparklog.native_decoder import MAX_BATCH_BYTES, CorruptBatchError, DecodedR
 from sparklog.planner import OffsetRange
 from sparklog.read_committed import AbortedTransactions, drop_aborted
 from sparklog.reader_settings import ReaderSettings
-from sparklog.schema import ARROW_BATCH_ROWS, DECODE_ROWS, TRANSIENT_RETRIES, arrow_schema
+from sparklog.schema import (
+    ARROW_BATCH_ROWS,
+    DECODE_ROWS,
+    HIGH_WATERMARK_SETTLE_MS,
+    TRANSIENT_RETRIES,
+    arrow_schema,
+)
 
 log = logging.getLogger(__name__)
 
@@ -85,6 +94,7 @@ class FetchRangeReader:
         self._failures = 0
         self._out_of_range = 0
         self._deadline = 0.0
+        self._below_end_since: float | None = None   # when the high watermark was first seen below the end
 
     def _where(self) -> str:
         return (f"topic-partition {self.rng.topic}-{self.rng.partition}, offsets [{self.rng.start}, {self.rng.end}), "
@@ -96,6 +106,7 @@ class FetchRangeReader:
     def _progress(self) -> None:
         self._failures = 0
         self._out_of_range = 0
+        self._below_end_since = None
         self._deadline = time.monotonic() + self.s.poll_timeout_ms / 1000
 
     def _retry(self, reason: str) -> None:
@@ -143,10 +154,25 @@ class FetchRangeReader:
                      else fetched.high_watermark)
             if self.next_offset >= limit:        # nothing left to read below the end of the log
                 if limit < self.end:
+                    if not self._settled(limit):
+                        continue
                     self._report(end_beyond_log(topic, partition, self.end, limit))
                 self.end = self.next_offset
                 break
             self._retry(f"no records returned below the high watermark {limit}")
+
+    def _settled(self, limit: int) -> bool:
+        """Has the log's end stayed at `limit`, below the range's end, long enough to be reported? Else back
+        off for another Fetch: after a leader change the new leader's high watermark catches up with the
+        one the driver planned with (Kafka answers ListOffsets with OFFSET_NOT_AVAILABLE meanwhile, KIP-207;
+        Spark's tasks poll through it)."""
+        now = time.monotonic()
+        if self._below_end_since is None:
+            self._below_end_since = now
+        if now - self._below_end_since >= min(HIGH_WATERMARK_SETTLE_MS, self.s.poll_timeout_ms) / 1000:
+            return True
+        self._retry(f"the high watermark {limit} is below the range's end {self.end}")
+        return False
 
     def _decode(self, fetched: FetchedPartition, records: memoryview) -> Iterator[pa.RecordBatch]:
         """The rows of one Fetch answer, decoded DECODE_ROWS at a time (bounded memory whatever the

@@ -277,8 +277,15 @@ class KafkaClient:
         return found
 
     def leader_connection(self, topic: str, partition: int) -> BrokerConnection:
-        """The connection to the partition's leader (connecting when needed)."""
-        return self._connection(self.leader(topic, partition).node_id)
+        """The connection to the partition's leader (connecting when needed). A leader that cannot be reached
+        is forgotten: after it dies, the next attempt asks the cluster again instead of connecting to the
+        dead broker until the caller's timeout."""
+        leader = self.leader(topic, partition)
+        try:
+            return self._connection(leader.node_id)
+        except BrokerUnavailableError:
+            self.forget_leader(topic, partition)
+            raise
 
     def any_connection(self) -> BrokerConnection:
         return self._any_connection()
@@ -293,8 +300,7 @@ class KafkaClient:
 
     def fetch(self, topic: str, partition: int, offset: int, max_bytes: Optional[int] = None) -> FetchedPartition:
         """One Fetch of one partition from its leader at `offset`."""
-        leader = self.leader(topic, partition)
-        conn = self._connection(leader.node_id)
+        conn = self.leader_connection(topic, partition)
         part_bytes = max_bytes or self.config.partition_max_bytes
         request = fetch_request(conn.versions[FETCH], topic, partition, offset, part_bytes,
                                 max(self.config.fetch_max_bytes, part_bytes), self.config.fetch_max_wait_ms,
@@ -311,8 +317,7 @@ class KafkaClient:
 
     def list_offset(self, topic: str, partition: int, timestamp: int) -> int:
         """The partition's offset for `timestamp` (EARLIEST, LATEST or a time in ms) from its leader."""
-        leader = self.leader(topic, partition)
-        conn = self._connection(leader.node_id)
+        conn = self.leader_connection(topic, partition)
         version = conn.versions[LIST_OFFSETS]
         request = list_offsets_request(version, topic, partition, timestamp, self.config.read_committed)
         try:

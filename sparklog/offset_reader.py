@@ -3,16 +3,21 @@
 Owns one confluent-kafka Consumer used only for metadata and ListOffsets (it never subscribes, never
 fetches records, never commits), with bounded retries (`fetchOffset.numRetries`,
 `fetchOffset.retryIntervalMs`), and the resolution of an offset spec to numbers with Spark's rules.
+Leader changes: librdkafka does not refresh the metadata of a consumer without assignments, so a
+partition whose leader died would answer LEADER_NOT_AVAILABLE (or time out) for minutes; as Kafka's
+Java consumer does within one call, partitions whose leader is moving are asked again after a
+metadata refresh until the call's timeout, and every retry starts from fresh metadata.
 Never reads records: that is `partition_reader`'s job on executors.
 """
 from __future__ import annotations
 
+import itertools
 import logging
 import re
 import time
 from typing import Callable, Iterable, Optional, TypeVar
 
-from confluent_kafka import Consumer, KafkaException, TopicCollection, TopicPartition as KTP
+from confluent_kafka import Consumer, KafkaError, KafkaException, TopicCollection, TopicPartition as KTP
 from confluent_kafka.admin import AdminClient
 
 from sparklog import offsets as off
@@ -24,6 +29,14 @@ log = logging.getLogger(__name__)
 
 T = TypeVar("T")
 NO_TOPIC_ID = "AAAAAAAAAAAAAAAAAAAAAA"   # the all-zero Uuid: a broker that does not know topic ids
+# Per-partition ListOffsets errors that mean "the leader is moving or catching up": asked again.
+LEADER_MOVING = frozenset({
+    KafkaError.LEADER_NOT_AVAILABLE, KafkaError.NOT_LEADER_FOR_PARTITION, KafkaError.FENCED_LEADER_EPOCH,
+    KafkaError.UNKNOWN_LEADER_EPOCH, KafkaError.OFFSET_NOT_AVAILABLE, KafkaError.REPLICA_NOT_AVAILABLE,
+    KafkaError.BROKER_NOT_AVAILABLE, KafkaError.KAFKA_STORAGE_ERROR, KafkaError._TRANSPORT, KafkaError._TIMED_OUT,
+})
+_ATTEMPT_S = 5.0   # one ListOffsets round within the call's timeout
+_MOVING_BACKOFF_S = (0.1, 0.2, 0.5, 1.0)
 
 
 def client_error(e: KafkaException, params: dict[str, str]) -> Exception:
@@ -79,7 +92,15 @@ class OffsetReader:
                                        f"{self._opts.bootstrap_servers}: {e}") from e
                 log.warning("pylog: %s failed (attempt %d/%d): %s; retrying", what, attempt, attempts, e)
                 time.sleep(self._opts.fetch_offset_retry_ms / 1000.0)
+                self.refresh_metadata()
         raise AssertionError("unreachable")
+
+    def refresh_metadata(self) -> None:
+        """Make librdkafka ask the cluster for leaders again (a Metadata request); best effort."""
+        try:
+            self.consumer.list_topics(timeout=self._timeout_s())
+        except KafkaException as e:
+            log.debug("pylog: refreshing metadata failed: %s", e)
 
     # --- partitions -------------------------------------------------------------------------------
 
@@ -130,22 +151,60 @@ class OffsetReader:
             return {}
 
         def call() -> dict[off.TopicPartition, int]:
-            res = self.consumer.offsets_for_times([KTP(t, p, ts) for (t, p), ts in requests.items()],
-                                                  timeout=self._timeout_s())
+            deadline = time.monotonic() + self._timeout_s()
+            pending = dict(requests)
             out: dict[off.TopicPartition, int] = {}
-            for r in res:
-                if r.error is not None:
-                    raise KafkaException(r.error)
-                out[(r.topic, r.partition)] = r.offset
-            return out
+            for round_ in itertools.count():
+                left = deadline - time.monotonic()
+                moving: list[KafkaError] = []
+                try:   # a request sent to a leader that just died waits for it: ask again before the deadline
+                    res = self.consumer.offsets_for_times([KTP(t, p, ts) for (t, p), ts in pending.items()],
+                                                          timeout=max(1.0, min(left, _ATTEMPT_S)))
+                except KafkaException as e:
+                    err = e.args[0] if e.args else None
+                    if not (isinstance(err, KafkaError) and err.code() == KafkaError._TIMED_OUT and left > _ATTEMPT_S):
+                        raise
+                    res, moving = [], [err]
+                for r in res:
+                    if r.error is None:
+                        out[(r.topic, r.partition)] = r.offset
+                        pending.pop((r.topic, r.partition), None)
+                    elif r.error.code() in LEADER_MOVING and time.monotonic() < deadline:
+                        moving.append(r.error)
+                    else:
+                        raise KafkaException(r.error)
+                if not moving:
+                    return out
+                log.info("pylog: %s: %d partition(s) without a leader to answer (%s); asking again", what,
+                         len(moving), moving[0].name())
+                time.sleep(_MOVING_BACKOFF_S[min(round_, len(_MOVING_BACKOFF_S) - 1)])
+                self.refresh_metadata()
+            raise AssertionError("unreachable")
 
         return self._retry(what, call)
 
     def earliest(self, tps: Iterable[off.TopicPartition]) -> dict[off.TopicPartition, int]:
         return self._list("fetching earliest offsets", {tp: off.EARLIEST for tp in tps})
 
-    def latest(self, tps: Iterable[off.TopicPartition]) -> dict[off.TopicPartition, int]:
-        return self._list("fetching latest offsets", {tp: off.LATEST for tp in tps})
+    def latest(self, tps: Iterable[off.TopicPartition],
+               known: Optional[off.PartitionOffsets] = None) -> dict[off.TopicPartition, int]:
+        """The partitions' ends (high watermarks). With `known` offsets (where the query has read to), an end
+        below one of them is asked again, fetchOffset.numRetries times in all, fetchOffset.retryIntervalMs
+        apart, before it is believed (Spark's fetchLatestOffsets): a partition's new leader may answer with
+        a high watermark that has not caught up with its predecessor's yet."""
+        wanted = {tp: off.LATEST for tp in tps}
+        attempts = self._opts.fetch_offset_retries if known else 1
+        for attempt in range(1, attempts + 1):
+            found = self._list("fetching latest offsets", wanted)
+            behind = [(off.format_tp(tp), known[tp], o) for tp, o in sorted(found.items())
+                      if known and 0 <= o < known.get(tp, -1)]
+            if not behind:
+                break
+            log.warning("pylog: latest offsets below the offsets already read (partition, read, latest): %s%s",
+                        behind, "; asking again" if attempt < attempts else "")
+            if attempt < attempts:
+                time.sleep(self._opts.fetch_offset_retry_ms / 1000.0)
+        return found
 
     def by_timestamp(self, timestamps: dict[off.TopicPartition, int]) -> dict[off.TopicPartition, Optional[int]]:
         """The first offset whose timestamp is >= the given one, or None where no record is that late."""

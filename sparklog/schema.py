@@ -56,6 +56,7 @@ CONSUME_BATCH = 10_000             # messages asked of librdkafka per consume() 
 TRANSIENT_RETRIES = 3              # consumer re-creations after transient errors, per range
 RETRY_BACKOFF_S = 0.5
 DEFAULT_POLL_TIMEOUT_MS = 120_000  # kafkaConsumer.pollTimeoutMs default (spark.network.timeout)
+HIGH_WATERMARK_SETTLE_MS = 2_000  # how long a high watermark below a range's end may be a new leader catching up
 DEFAULT_FETCH_OFFSET_RETRIES = 3   # fetchOffset.numRetries
 DEFAULT_FETCH_OFFSET_RETRY_MS = 1000  # fetchOffset.retryIntervalMs
 DEFAULT_MAX_TRIGGER_DELAY = "15m"

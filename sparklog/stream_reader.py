@@ -125,7 +125,8 @@ class PylogStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
     def latestOffset(self, start: dict, limit: ReadLimit) -> dict:
         # Spark plans batch N+1 only after batch N committed, so `start` is durable progress.
         self._mirror(off.from_offset_dict(start))
-        latest = dict(self._target) if self._target is not None else self.kafka.latest(self.kafka.partitions())
+        latest = (dict(self._target) if self._target is not None
+                  else self.kafka.latest(self.kafka.partitions(), known=off.from_offset_dict(start)))
         ids = self._topic_ids(latest)
         self._latest = latest
         earliest = self.kafka.earliest(list(latest)) if latest else {}   # one lookup for every use below

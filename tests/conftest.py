@@ -1,4 +1,5 @@
-"""Shared fixtures: real broker processes on free loopback ports, always stopped at teardown."""
+"""Shared fixtures: real broker processes on free loopback ports and one real ZooKeeper for the session
+(cluster mode's integration and end-to-end tests), always stopped at teardown."""
 from __future__ import annotations
 
 import os
@@ -7,6 +8,7 @@ from typing import Callable, Iterator
 
 import pytest
 
+from broker.tools.local_zookeeper import LocalZooKeeper
 from tests.support.broker_process import BrokerProcess
 
 os.environ.setdefault("SPARK_LOCAL_IP", "127.0.0.1")
@@ -49,3 +51,13 @@ def broker_factory(tmp_path: Path) -> Iterator[Callable[..., BrokerProcess]]:
 @pytest.fixture
 def pylog_broker(broker_factory: Callable[..., BrokerProcess]) -> BrokerProcess:
     return broker_factory()
+
+
+@pytest.fixture(scope="session")
+def zookeeper(tmp_path_factory: pytest.TempPathFactory) -> Iterator[LocalZooKeeper]:
+    zk = LocalZooKeeper(tmp_path_factory.mktemp("zookeeper"))
+    zk.start()
+    try:
+        yield zk
+    finally:
+        zk.stop()

@@ -1,7 +1,7 @@
 """Integration fixtures: `broker` is one real `pylog broker` process shared by a test module;
 `quick_groups_broker` the same with no initial rebalance delay (as Kafka's own test settings), for
-modules whose clients join groups one after another; `zookeeper` one real ZooKeeper for the session,
-`zk_connect` a connect string with a fresh chroot on it, `zk_clients` a maker of broker sessions
+modules whose clients join groups one after another; `zk_connect` (on tests/conftest.py's session
+`zookeeper`) a connect string with a fresh chroot on it, `zk_clients` a maker of broker sessions
 (cluster mode's tests)."""
 from __future__ import annotations
 
@@ -37,16 +37,6 @@ def quick_groups_broker(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Br
         yield process
     finally:
         process.close()
-
-
-@pytest.fixture(scope="session")
-def zookeeper(tmp_path_factory: pytest.TempPathFactory) -> Iterator[LocalZooKeeper]:
-    zk = LocalZooKeeper(tmp_path_factory.mktemp("zookeeper"))
-    zk.start()
-    try:
-        yield zk
-    finally:
-        zk.stop()
 
 
 @pytest.fixture

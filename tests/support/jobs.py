@@ -31,12 +31,18 @@ def produce_events(bootstrap: str, topic: str, start: int, count: int, timestamp
 
 
 def run_job(name: str, settings: dict[str, object], env: dict[str, str] | None = None,
-            cwd: Path = REPO) -> subprocess.Popen:
+            cwd: Path = REPO, output: Path | None = None) -> subprocess.Popen:
+    """Start `pylog job NAME`; its output is piped (read it with `finish`), or appended to `output` for a
+    long-running job whose output nobody reads until it ends (a full pipe would block it)."""
     cmd = [sys.executable, "-m", "pylog", "job", name]
     for k, v in settings.items():
         cmd += ["--set", f"{k}={v}"]
-    return subprocess.Popen(cmd, cwd=cwd, env={**os.environ, "PYSPARK_PYTHON": sys.executable, **(env or {})},
-                            stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, start_new_session=True)
+    env = {**os.environ, "PYSPARK_PYTHON": sys.executable, **(env or {})}
+    if output is None:
+        return subprocess.Popen(cmd, cwd=cwd, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
+                                start_new_session=True)
+    with open(output, "ab") as out:
+        return subprocess.Popen(cmd, cwd=cwd, env=env, stdout=out, stderr=subprocess.STDOUT, start_new_session=True)
 
 
 def finish(proc: subprocess.Popen, timeout: float = 240) -> str:

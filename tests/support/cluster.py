@@ -1,0 +1,79 @@
+"""Helpers for tests against a `LocalCluster` (real ZooKeeper, several `pylog broker` processes):
+an acks=all idempotent producer thread that remembers every acknowledged key, and metadata lookups
+(leader, ISR) through confluent-kafka's admin client."""
+from __future__ import annotations
+
+import threading
+from typing import Any
+
+from confluent_kafka import Producer
+from confluent_kafka.admin import AdminClient, NewTopic
+
+from tests.support.waiting import wait_for
+
+
+def create_replicated(bootstrap: str, topic: str, partitions: int, rf: int = 3, **config: str) -> None:
+    admin = AdminClient({"bootstrap.servers": bootstrap})
+    admin.create_topics([NewTopic(topic, partitions, rf, config=config)], operation_timeout=15)[topic].result(20)
+
+
+def partition_meta(bootstrap: str, topic: str) -> dict[int, Any]:
+    md = AdminClient({"bootstrap.servers": bootstrap, "log_level": 0}).list_topics(topic, timeout=10)
+    return dict(md.topics[topic].partitions)
+
+
+def leader(bootstrap: str, topic: str, partition: int) -> int:
+    return int(partition_meta(bootstrap, topic)[partition].leader)
+
+
+def wait_full_isr(bootstrap: str, topic: str, partitions: int, replicas: int = 3, timeout_s: float = 30) -> None:
+    wait_for(lambda: all(len(m.isrs) == replicas and m.leader >= 0
+                         for m in partition_meta(bootstrap, topic).values()) and
+             len(partition_meta(bootstrap, topic)) == partitions, timeout_s, f"all of {topic}'s replicas in sync")
+
+
+class AckedProducer(threading.Thread):
+    """An acks=all idempotent producer writing keys 0, 1, 2, ... round robin over the partitions until
+    `finish()`; remembers which keys were acknowledged and every delivery error."""
+
+    def __init__(self, bootstrap: str, topic: str, partitions: int = 1, value: bytes = b"x" * 50,
+                 pause_s: float = 0.002) -> None:
+        super().__init__(daemon=True)
+        self.producer = Producer({"bootstrap.servers": bootstrap, "acks": "all", "enable.idempotence": True,
+                                  "linger.ms": 5, "retry.backoff.ms": 50, "message.timeout.ms": 60000,
+                                  "log_level": 0})
+        self.topic, self.partitions, self.value, self.pause_s = topic, partitions, value, pause_s
+        self.acked: set[int] = set()
+        self.failed: list[str] = []
+        self.sent = 0
+        self._halt = threading.Event()
+
+    def _on_delivery(self, err: Any, msg: Any) -> None:
+        if err is None:
+            self.acked.add(int(msg.key()))
+        else:
+            self.failed.append(str(err))
+
+    def run(self) -> None:
+        while not self._halt.is_set():
+            key = self.sent
+            try:
+                self.producer.produce(self.topic, key=str(key).encode(), value=self.value,
+                                      partition=key % self.partitions, on_delivery=self._on_delivery)
+                self.sent += 1
+            except BufferError:
+                pass
+            self.producer.poll(self.pause_s)
+
+    def acked_count(self) -> int:
+        return len(self.acked)
+
+    def halt(self) -> None:
+        """Stop producing (what was sent is still delivered in the background)."""
+        self._halt.set()
+        self.join(10)
+
+    def finish(self) -> None:
+        """Stop producing and wait for every sent record's delivery report."""
+        self.halt()
+        assert self.producer.flush(60) == 0, "records still undelivered 60 s after the producer stopped"
