@@ -207,3 +207,10 @@ class ReplicaNotAvailableError(KafkaError):
 
 class NotControllerError(KafkaError):
     code = ErrorCode.not_controller
+
+
+class OffsetNotAvailableError(KafkaError):
+    """KIP-207: a new leader whose high watermark has not yet reached its epoch's start answers
+    ListOffsets with this (retriable) rather than an offset that could go backwards."""
+
+    code = ErrorCode.offset_not_available

@@ -190,6 +190,11 @@ class ReplicaManager:
         check_leader_epoch(current_leader_epoch, LEADER_EPOCH)
         return self.partition(topic, partition)
 
+    def check_offsets_available(self, topic: str, partition: int) -> None:
+        """Cluster mode: OFFSET_NOT_AVAILABLE while a new leader's high watermark may still trail (KIP-207)."""
+        if self.replication is not None:
+            self.replication.check_offsets_available(self.replication.leader_role(topic, partition))
+
     def leader_epoch(self, topic: str, partition: int) -> int:
         if self.replication is not None:
             return self.replication.leader_role(topic, partition).leader_epoch

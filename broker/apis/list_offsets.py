@@ -15,6 +15,8 @@ LATEST, EARLIEST, MAX_TIMESTAMP = -1, -2, -3
 def _lookup(ctx: BrokerContext, topic: str, partition: int, timestamp: int, version: int, leader_epoch: int,
             replica_id: int) -> dict[str, Any]:
     plog = ctx.replicas.leader_log(topic, partition, leader_epoch)
+    if replica_id < 0:
+        ctx.replicas.check_offsets_available(topic, partition)
     if timestamp == LATEST:
         # a consumer's latest is the high watermark; a follower's the log end (Kafka's rule)
         return {"timestamp": -1, "offset": plog.log_end_offset if replica_id >= 0 else plog.high_watermark}

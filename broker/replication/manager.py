@@ -43,6 +43,7 @@ from broker.errors import (
     NotEnoughReplicasAfterAppendError,
     NotEnoughReplicasError,
     NotLeaderOrFollowerError,
+    OffsetNotAvailableError,
     RequestTimedOutError,
     UnknownLeaderEpochError,
     UnknownTopicOrPartitionError,
@@ -310,6 +311,15 @@ class Replication:
             raise FencedLeaderEpochError(f"{topic}-{partition}: leader epoch {current_leader_epoch} is older than "
                                          f"{role.leader_epoch}")
         return role
+
+    def check_offsets_available(self, role: ReplicaRole) -> None:
+        """KIP-207: a consumer's ListOffsets waits until this leader's high watermark is known to be current,
+        that is, reached the start of its epoch (before, it may trail the previous leader's)."""
+        state = role.leader_state
+        if state is not None and role.log.high_watermark < state.epoch_start_offset:
+            raise OffsetNotAvailableError(
+                f"{role.topic}-{role.partition}: the new leader's high watermark {role.log.high_watermark} has not "
+                f"reached its epoch's start {state.epoch_start_offset} yet")
 
     def _isr_shortfall(self, role: ReplicaRole) -> str | None:
         """Why the ISR is too small for acks=all (below the topic's min.insync.replicas), else None."""

@@ -9,20 +9,20 @@ from __future__ import annotations
 
 import datetime
 import hashlib
-import threading
 import time
 from pathlib import Path
 from typing import Any, Iterator
 
 import pytest
 from confluent_kafka import Consumer, KafkaException, Producer
-from confluent_kafka.admin import AdminClient, NewTopic
+from confluent_kafka.admin import AdminClient
 from kio.schema.produce.v9.request import PartitionProduceData, ProduceRequest, TopicProduceData
 
 from broker.log.record_builder import Record, encode_batch
 from broker.tools.local_cluster import LocalCluster
 from broker.tools.local_zookeeper import LocalZooKeeper
 from tests.support.clients import consume, unique_name
+from tests.support.cluster import AckedProducer, create_replicated, leader, partition_meta, wait_full_isr
 from tests.support.waiting import wait_for
 from tests.support.wire import WireClient
 
@@ -56,22 +56,15 @@ def _admin(c: LocalCluster) -> AdminClient:
 
 
 def _create(c: LocalCluster, topic: str, partitions: int = 1, rf: int = 3, **config: str) -> None:
-    admin = _admin(c)
-    admin.create_topics([NewTopic(topic, partitions, rf, config=config)], operation_timeout=15)[topic].result(20)
+    create_replicated(c.bootstrap, topic, partitions, rf, **config)
 
 
 def _partition_meta(c: LocalCluster, topic: str, via: int | None = None) -> dict[int, Any]:
-    bootstrap = c.broker(via).bootstrap if via is not None else c.bootstrap
-    md = AdminClient({"bootstrap.servers": bootstrap}).list_topics(topic, timeout=10)
-    return dict(md.topics[topic].partitions)
+    return partition_meta(c.broker(via).bootstrap if via is not None else c.bootstrap, topic)
 
 
 def _leader(c: LocalCluster, topic: str, partition: int = 0) -> int:
-    """The partition's leader, once it has one (an election may be under way)."""
-    def leader() -> tuple[int] | None:      # a tuple: broker 0 is a leader too
-        found = int(_partition_meta(c, topic)[partition].leader)
-        return (found,) if found >= 0 else None
-    return wait_for(leader, 15, f"a leader of {topic}-{partition}")[0]
+    return leader(c.bootstrap, topic, partition)
 
 
 def _log_bytes(c: LocalCluster, broker: int, topic: str, partition: int) -> bytes:
@@ -137,47 +130,8 @@ def test_replication_factor_above_the_live_brokers_is_refused(cluster: LocalClus
     assert "larger than available brokers: 3" in info.value.args[0].str()
 
 
-class AckedProducer(threading.Thread):
-    """An acks=all idempotent producer writing keys 0, 1, 2, ... until stopped; remembers what was acked."""
-
-    def __init__(self, c: LocalCluster, topic: str, partitions: int = 1) -> None:
-        super().__init__(daemon=True)
-        self.producer = _producer(c, **{"linger.ms": 5, "retry.backoff.ms": 50, "log_level": 0})
-        self.topic, self.partitions = topic, partitions
-        self.acked: set[int] = set()
-        self.failed: list[str] = []
-        self.sent = 0
-        self._halt = threading.Event()
-
-    def _on_delivery(self, err: Any, msg: Any) -> None:
-        if err is None:
-            self.acked.add(int(msg.key()))
-        else:
-            self.failed.append(str(err))
-
-    def run(self) -> None:
-        while not self._halt.is_set():
-            key = self.sent
-            try:
-                self.producer.produce(self.topic, key=str(key).encode(), value=b"x" * 50,
-                                      partition=key % self.partitions, on_delivery=self._on_delivery)
-                self.sent += 1
-            except BufferError:
-                pass
-            self.producer.poll(0.002)
-
-    def acked_count(self) -> int:
-        return len(self.acked)
-
-    def finish(self) -> None:
-        self._halt.set()
-        self.join(10)
-        assert self.producer.flush(60) == 0
-
-
 def _full_isr(c: LocalCluster, topic: str, partitions: int = 1) -> None:
-    wait_for(lambda: all(len(_partition_meta(c, topic)[p].isrs) == 3 for p in range(partitions)), 30,
-             f"all of {topic}'s replicas back in sync")
+    wait_full_isr(c.bootstrap, topic, partitions)
 
 
 def _read_keys(c: LocalCluster, topic: str, partitions: int, count: int) -> list[int]:
@@ -194,7 +148,7 @@ def test_acked_records_survive_ten_leader_kills_exactly_once(cluster: LocalClust
     topic = unique_name("killloop")
     _create(cluster, topic, partitions=2)
     _full_isr(cluster, topic, 2)
-    producer = AckedProducer(cluster, topic, partitions=2)
+    producer = AckedProducer(cluster.bootstrap, topic, partitions=2)
     producer.start()
     try:
         for round_ in range(10):
@@ -220,7 +174,7 @@ def test_a_frozen_follower_leaves_the_isr_produce_goes_on_and_it_rejoins_after_t
     _create(cluster, topic)
     _full_isr(cluster, topic)
     follower = next(b for b in range(3) if b != _leader(cluster, topic))
-    producer = AckedProducer(cluster, topic)
+    producer = AckedProducer(cluster.bootstrap, topic)
     producer.start()
     try:
         wait_for(lambda: producer.acked_count() > 100, 20, "acks")
@@ -303,7 +257,7 @@ def test_sigterm_moves_leadership_away_before_the_broker_stops(cluster: LocalClu
     _create(cluster, topic)
     _full_isr(cluster, topic)
     leader = _leader(cluster, topic)
-    producer = AckedProducer(cluster, topic)
+    producer = AckedProducer(cluster.bootstrap, topic)
     producer.start()
     try:
         wait_for(lambda: producer.acked_count() > 100, 20, "acks")

@@ -22,8 +22,12 @@ def partition_meta(bootstrap: str, topic: str) -> dict[int, Any]:
     return dict(md.topics[topic].partitions)
 
 
-def leader(bootstrap: str, topic: str, partition: int) -> int:
-    return int(partition_meta(bootstrap, topic)[partition].leader)
+def leader(bootstrap: str, topic: str, partition: int = 0) -> int:
+    """The partition's leader, once it has one (an election may be under way)."""
+    def found() -> tuple[int] | None:         # a tuple: broker 0 is a leader too
+        current = int(partition_meta(bootstrap, topic)[partition].leader)
+        return (current,) if current >= 0 else None
+    return wait_for(found, 15, f"a leader of {topic}-{partition}")[0]
 
 
 def wait_full_isr(bootstrap: str, topic: str, partitions: int, replicas: int = 3, timeout_s: float = 30) -> None:
