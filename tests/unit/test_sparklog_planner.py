@@ -3,7 +3,16 @@ from __future__ import annotations
 
 from hypothesis import given, strategies as st
 
-from sparklog.planner import OffsetRange, backlog, byte_limit, coalesce, plan_tasks, rate_limit, split_ranges
+from sparklog.planner import (
+    SINGLE_TASK_RECORDS,
+    OffsetRange,
+    backlog,
+    byte_limit,
+    coalesce,
+    plan_tasks,
+    rate_limit,
+    split_ranges,
+)
 
 
 def _covers_exactly(pieces, ranges):
@@ -78,6 +87,17 @@ def test_small_ranges_of_many_partitions_coalesce_to_one_task_per_slot():
     tasks = coalesce(ranges, slots=2)
     assert len(tasks) == 2 and [t.size for t in tasks] == [4_000, 4_000]
     assert all(list(t.ranges) == sorted(t.ranges, key=lambda r: (r.topic, r.partition)) for t in tasks)
+
+
+def test_a_small_read_is_one_task_unless_min_partitions_asks_for_more():
+    micro_batch = [OffsetRange("t", p, 0, 1_250) for p in range(8)]   # maxOffsetsPerTrigger 10,000
+    tasks = plan_tasks(micro_batch, slots=2)
+    assert len(tasks) == 1 and tasks[0].size == 10_000
+    assert [r.partition for r in tasks[0].ranges] == list(range(8)), "ranges read in partition order"
+    assert len(plan_tasks(micro_batch, min_partitions=2, slots=2)) == 2
+    per = SINGLE_TASK_RECORDS // 8
+    assert len(plan_tasks([OffsetRange("t", p, 0, per) for p in range(8)], slots=2)) == 1
+    assert len(plan_tasks([OffsetRange("t", p, 0, per + 1) for p in range(8)], slots=2)) == 2, "beyond: one per slot"
 
 
 def test_large_reads_get_more_tasks_in_whole_waves():
