@@ -52,6 +52,7 @@ def arrow_schema(include_headers: bool) -> pa.Schema:
 # Executor-side tuning, in one place.
 ARROW_BATCH_ROWS = 32_768          # rows per yielded pyarrow.RecordBatch (bounded memory per task)
 DECODE_ROWS = 65_536               # rows decoded at a time from one Fetch answer (bounded memory per task)
+PREFETCH_TASK_RECORDS = 250_000    # a task this small asks for its ranges' first records in one Fetch
 CONSUME_BATCH = 10_000             # messages asked of librdkafka per consume() call
 TRANSIENT_RETRIES = 3              # consumer re-creations after transient errors, per range
 RETRY_BACKOFF_S = 0.5
