@@ -57,6 +57,7 @@ def arrow_schema(include_headers: bool) -> pa.Schema:
 ARROW_BATCH_ROWS = 32_768          # rows per yielded pyarrow.RecordBatch (bounded memory per task)
 DECODE_ROWS = 65_536               # rows decoded at a time from one Fetch answer (bounded memory per task)
 PREFETCH_TASK_RECORDS = 250_000    # a task this small asks for its ranges' first records in one Fetch
+COALESCE_BYTES = 32 * 1024 * 1024  # small Arrow batches of a task are joined up to ARROW_BATCH_ROWS rows and this
 CONSUME_BATCH = 10_000             # messages asked of librdkafka per consume() call
 TRANSIENT_RETRIES = 3              # consumer re-creations after transient errors, per range
 RETRY_BACKOFF_S = 0.5

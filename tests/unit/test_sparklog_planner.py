@@ -155,3 +155,4 @@ def test_byte_limit_stays_within_each_partitions_backlog(parts, limit):
         assert start[tp] <= end[tp] <= latest[tp]
         if latest[tp] > start[tp]:
             assert end[tp] > start[tp], "every partition with a backlog moves"
+
