@@ -7,12 +7,14 @@ N records of S bytes in P partitions, produced with `compression.type` C (lz4 by
   by `make bench` from Maven Central), Parquet of the same records; best of R runs each;
   peak RSS of the Python workers while pylog reads;
 - streaming: median micro-batch time with maxOffsetsPerTrigger B, pylog then the Kafka connector,
-  the first two batches of each left out (worker start-up);
+  alternating for --stream-rounds rounds (each a fresh query), the first two batches of each query
+  left out (worker start-up); the median of the rounds' medians is reported, with each round's;
 - sink: `df.write.format("pylog")` against `df.write.format("kafka")`, same rows, alternating.
 
 Usage: .venv/bin/python bench/spark_read.py [--records 3000000] [--size 100] [--partitions 8]
        [--compression lz4] [--repeat 3] [--batches 20] [--rows-per-batch 10000]
-       [--sink-records 1000000] [--profile] [--append-results]
+       [--sink-records 1000000] [--stream-rounds 1] [--only-stream | --only-read | --only-sink]
+       [--profile] [--append-results]
 
 Starts its own pylog broker on a free port in a temporary directory and always stops it.
 """
@@ -155,7 +157,11 @@ def main() -> None:
     ap.add_argument("--batches", type=int, default=20)
     ap.add_argument("--rows-per-batch", type=int, default=10_000)
     ap.add_argument("--sink-records", type=int, default=1_000_000)
-    ap.add_argument("--only-sink", action="store_true", help="run only the sink case (pylog against the connector)")
+    ap.add_argument("--stream-rounds", type=int, default=1, help="streaming queries per source, alternating")
+    only = ap.add_mutually_exclusive_group()
+    only.add_argument("--only-sink", action="store_true", help="run only the sink case (pylog against the connector)")
+    only.add_argument("--only-stream", action="store_true", help="run only the streaming case")
+    only.add_argument("--only-read", action="store_true", help="run only the batch read case")
     ap.add_argument("--skip-librdkafka", action="store_true", help="leave out pylog's librdkafka path")
     ap.add_argument("--profile", action="store_true", help="print where a pylog read's Python worker time goes")
     ap.add_argument("--append-results", action="store_true", help="append a section to bench/RESULTS.md")
@@ -196,14 +202,16 @@ def main() -> None:
             return rd.load()
 
         parquet_dir = work / "parquet"
-        reader("pylog").write.parquet(str(parquet_dir))
-        cases: dict[str, Callable[[], Any]] = {
-            "pylog": lambda: reader("pylog"),
-            "kafka": lambda: reader("kafka"),
-            "parquet": lambda: spark.read.parquet(str(parquet_dir)),
-        }
-        if not args.skip_librdkafka:
-            cases["pylog-librdkafka"] = lambda: reader("pylog", fetcher="librdkafka")
+        cases: dict[str, Callable[[], Any]] = {}
+        if not args.only_stream:
+            reader("pylog").write.parquet(str(parquet_dir))
+            cases = {
+                "pylog": lambda: reader("pylog"),
+                "kafka": lambda: reader("kafka"),
+                "parquet": lambda: spark.read.parquet(str(parquet_dir)),
+            }
+            if not args.skip_librdkafka:
+                cases["pylog-librdkafka"] = lambda: reader("pylog", fetcher="librdkafka")
         # warm-up: JVM classes, Python workers, page cache. pylog goes first on fresh Python workers,
         # so its peak RSS is its own (workers are reused, and the librdkafka path leaves them large)
         with WorkerRss() as fresh:
@@ -222,10 +230,11 @@ def main() -> None:
         for name, times in runs.items():
             r[f"read_{name}"] = args.records / min(times)
             print(f"batch read {name}: {r[f'read_{name}']:,.0f} rec/s (runs {[round(x, 2) for x in times]} s)", flush=True)
-        r["rss_mb"] = fresh.peak_mb.get("pylog", 0.0)
-        print(f"peak Python worker RSS of pylog's reads on fresh workers: {r['rss_mb']:.0f} MB; during the "
-              "alternating runs (workers shared by every case): " + ", ".join(
-                  f"{name} {mb:.0f} MB" for name, mb in rss.peak_mb.items()), flush=True)
+        if cases:
+            r["rss_mb"] = fresh.peak_mb.get("pylog", 0.0)
+            print(f"peak Python worker RSS of pylog's reads on fresh workers: {r['rss_mb']:.0f} MB; during the "
+                  "alternating runs (workers shared by every case): " + ", ".join(
+                      f"{name} {mb:.0f} MB" for name, mb in rss.peak_mb.items()), flush=True)
         if args.profile:
             reader("pylog").write.format("noop").mode("overwrite").save()
             spark.sparkContext.show_profiles()
@@ -237,13 +246,20 @@ def main() -> None:
                  .trigger(processingTime="0 seconds").start())
             return batch_durations(q, args.batches)
 
-        for fmt in ("pylog", "kafka"):
-            durations = stream(fmt, fmt)
-            r[f"stream_{fmt}_ms"] = statistics.median(durations[2:]) * 1000
-            print(f"streaming {fmt}: median {r[f'stream_{fmt}_ms']:.0f} ms/batch over {len(durations) - 2} batches",
-                  flush=True)
+        rounds: dict[str, list[float]] = {"pylog": [], "kafka": []}
+        for i in range(args.stream_rounds if not args.only_read else 0):
+            for fmt in rounds:
+                durations = stream(fmt, f"{fmt}-{i}")
+                rounds[fmt].append(statistics.median(durations[2:]) * 1000)
+                print(f"streaming {fmt}, round {i + 1}: median {rounds[fmt][-1]:.0f} ms/batch over "
+                      f"{len(durations) - 2} batches (load {os.getloadavg()[0]:.1f})", flush=True)
+        for fmt, medians in rounds.items():
+            if medians:
+                r[f"stream_{fmt}_ms"] = statistics.median(medians)
+                r[f"stream_{fmt}_rounds"] = medians
 
-        sink_case(spark, bootstrap, args, r)
+        if not (args.only_stream or args.only_read):
+            sink_case(spark, bootstrap, args, r)
         spark.stop()
     finally:
         broker.stop()
@@ -252,23 +268,31 @@ def main() -> None:
     def ratio(a: str, b: str) -> float:
         return float(r[a]) / float(r[b])
 
-    rows = [
-        f"| batch read, {args.records:,} x {args.size} B, {args.partitions} partitions, {args.compression} | "
-        f"{r['read_pylog']:,.0f} rec/s | Kafka connector {r['read_kafka']:,.0f}; Parquet {r['read_parquet']:,.0f} | "
-        f"{ratio('read_pylog', 'read_kafka'):.2f}x connector (target 1.5x), {ratio('read_pylog', 'read_parquet'):.2f}x "
-        f"Parquet (target 0.5x) |",
-    ]
+    rows = []
+    if "read_pylog" in r:
+        rows.append(
+            f"| batch read, {args.records:,} x {args.size} B, {args.partitions} partitions, {args.compression} | "
+            f"{r['read_pylog']:,.0f} rec/s | Kafka connector {r['read_kafka']:,.0f}; Parquet {r['read_parquet']:,.0f} | "
+            f"{ratio('read_pylog', 'read_kafka'):.2f}x connector (target 1.5x), "
+            f"{ratio('read_pylog', 'read_parquet'):.2f}x Parquet (target 0.5x) |")
     if "read_pylog-librdkafka" in r:
         rows.append(f"| batch read, pylog's librdkafka path (TLS/SASL) | {r['read_pylog-librdkafka']:,.0f} rec/s | | "
                     f"{ratio('read_pylog-librdkafka', 'read_kafka'):.2f}x connector |")
-    rows += [
-        f"| streaming, maxOffsetsPerTrigger {args.rows_per_batch:,}, median micro-batch | "
-        f"{r['stream_pylog_ms']:.0f} ms | Kafka connector {r['stream_kafka_ms']:.0f} ms | "
-        f"{ratio('stream_pylog_ms', 'stream_kafka_ms'):.2f}x (target <= 1.2x) |",
-        f"| sink, {args.sink_records:,} x {args.size} B, 2 tasks | {r['sink_pylog']:,.0f} rec/s | "
-        f"Kafka connector {r['sink_kafka']:,.0f} rec/s | {ratio('sink_pylog', 'sink_kafka'):.2f}x (target 1.0x) |",
-        f"| peak Python worker RSS while pylog reads (fresh workers) | {r['rss_mb']:.0f} MB | | target < 300 MB |",
-    ]
+    if "stream_pylog_ms" in r:
+        each = ""
+        if args.stream_rounds > 1:
+            each = " (rounds: " + ", ".join(f"{a:.0f}/{b:.0f}" for a, b in zip(r["stream_pylog_rounds"],
+                                                                               r["stream_kafka_rounds"])) + " ms)"
+        rows.append(f"| streaming, maxOffsetsPerTrigger {args.rows_per_batch:,}, median micro-batch{each} | "
+                    f"{r['stream_pylog_ms']:.0f} ms | Kafka connector {r['stream_kafka_ms']:.0f} ms | "
+                    f"{ratio('stream_pylog_ms', 'stream_kafka_ms'):.2f}x (target <= 1.2x) |")
+    if "sink_pylog" in r:
+        rows.append(f"| sink, {args.sink_records:,} x {args.size} B, 2 tasks | {r['sink_pylog']:,.0f} rec/s | "
+                    f"Kafka connector {r['sink_kafka']:,.0f} rec/s | {ratio('sink_pylog', 'sink_kafka'):.2f}x "
+                    "(target 1.0x) |")
+    if "rss_mb" in r:
+        rows.append(f"| peak Python worker RSS while pylog reads (fresh workers) | {r['rss_mb']:.0f} MB | | "
+                    "target < 300 MB |")
     print("\n".join(rows))
     if args.append_results:
         cmd = " ".join(shlex.quote(a) for a in [".venv/bin/python", "bench/spark_read.py", *sys.argv[1:]])

@@ -20,6 +20,7 @@ import struct
 from dataclasses import dataclass
 from typing import Any, Optional
 
+from broker.protocol.builder import build
 from broker.protocol.client_codec import (
     DESCRIBE_LOG_DIRS,
     FETCH,
@@ -204,7 +205,8 @@ class PartitionLeader:
 
 
 class KafkaClient:
-    """Leaders from Metadata, one connection per broker, Fetch and ListOffsets for one partition."""
+    """Leaders from Metadata, one connection per broker, Fetch (of one partition, or of several in one
+    request per leader) and ListOffsets for one partition."""
 
     def __init__(self, config: ClientConfig) -> None:
         self.config = config
@@ -314,6 +316,41 @@ class KafkaClient:
             if fp.topic == topic and fp.index == partition:
                 return fp
         raise KafkaClientError(f"{conn.address} answered a Fetch of {topic}-{partition} without that partition")
+
+    def fetch_many(self, wanted: list[tuple[str, int, int]], max_bytes: int) -> dict[tuple[str, int], FetchedPartition]:
+        """One Fetch per leader for several (topic, partition, offset), at most `max_bytes` per answer
+        (the broker fills partitions in order; those left out answer without records). Partitions
+        whose leader is unknown are left out. A lost connection raises `BrokerUnavailableError`."""
+        by_leader: dict[int, list[tuple[str, int, int]]] = {}
+        for topic, partition, offset in wanted:
+            found = self._leaders.get((topic, partition))
+            if found is None:
+                try:
+                    found = self.leader(topic, partition)
+                except PartitionError:
+                    continue
+            by_leader.setdefault(found.node_id, []).append((topic, partition, offset))
+        out: dict[tuple[str, int], FetchedPartition] = {}
+        for node, parts in by_leader.items():
+            conn = self._connection(node)
+            topics: dict[str, list[dict[str, int]]] = {}
+            for topic, partition, offset in parts:
+                topics.setdefault(topic, []).append({
+                    "partition": partition, "current_leader_epoch": -1, "fetch_offset": offset,
+                    "last_fetched_epoch": -1, "log_start_offset": -1,
+                    "partition_max_bytes": self.config.partition_max_bytes})
+            request = build(request_class(FETCH, conn.versions[FETCH]), {
+                "replica_id": -1, "max_wait": self.config.fetch_max_wait_ms, "min_bytes": 1, "max_bytes": max_bytes,
+                "isolation_level": int(self.config.read_committed), "session_id": 0, "session_epoch": -1,
+                "rack_id": "", "topics": [{"topic": t, "partitions": ps} for t, ps in topics.items()]})
+            try:
+                answers = conn.fetch(request)
+            except BrokerUnavailableError:
+                for topic, partition, _ in parts:
+                    self.forget_leader(topic, partition)
+                raise
+            out.update({(fp.topic, fp.index): fp for fp in answers})
+        return out
 
     def list_offset(self, topic: str, partition: int, timestamp: int) -> int:
         """The partition's offset for `timestamp` (EARLIEST, LATEST or a time in ms) from its leader."""

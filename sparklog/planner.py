@@ -4,7 +4,7 @@ Owns: `OffsetRange` (one topic-partition's [start, end)), the `RangePartition` h
 ranges one task reads), `split_ranges` (maxRecordsPerPartition and minPartitions splitting without
 gaps or overlaps, like `KafkaOffsetRangeCalculator`), `coalesce` (small ranges of many partitions
 packed into fewer tasks, which Spark's connector does not do), `plan_tasks` (the two together: the
-one place tasks are planned), `rate_limit` (maxOffsetsPerTrigger split across partitions in
+one place tasks are planned; a small read is one task), `rate_limit` (maxOffsetsPerTrigger split across partitions in
 proportion to their backlog, like `KafkaMicroBatchStream.rateLimit`) and `byte_limit`
 (maxBytesPerTrigger, which Spark's connector lacks, shared the same way in stored bytes).
 Never talks to a broker or to Spark.
@@ -91,6 +91,12 @@ def split_ranges(ranges: Iterable[OffsetRange], min_partitions: Optional[int] = 
 # A task reading fewer records than this is mostly fixed cost (a Python worker round trip, a
 # connection, a Fetch): coalescing packs ranges into tasks until each holds about this many.
 TASK_RECORDS = 1_000_000
+# A read of at most this many records is ONE task when minPartitions is not set: each task costs a
+# Python worker round trip in Spark (tens of ms on a 2-core machine; a 10,000-record micro-batch
+# took 207-285 ms as one task against 296-474 ms as two), while spreading it over the cores saves
+# only about 0.3 us of JVM and decoder work per record. At 250,000 records two tasks won (730-876 ms
+# against 981 ms); 100,000 was a toss-up (bench/RESULTS.md, 2026-11-25).
+SINGLE_TASK_RECORDS = 50_000
 
 
 def coalesce(ranges: Sequence[OffsetRange], slots: int, task_records: int = TASK_RECORDS) -> list[RangePartition]:
@@ -123,11 +129,18 @@ def default_slots() -> int:
 def plan_tasks(ranges: Iterable[OffsetRange], min_partitions: Optional[int] = None,
                max_records_per_partition: Optional[int] = None, slots: Optional[int] = None) -> list[RangePartition]:
     """The tasks of one read: ranges split as Spark's connector splits them, then coalesced to
-    about `slots` (minPartitions when set) tasks. A task never reads more than
+    about `slots` (minPartitions when set) tasks; without minPartitions, a read of at most
+    SINGLE_TASK_RECORDS records is one task. A task never reads more than
     maxRecordsPerPartition records: with that option, ranges are not packed beyond it."""
     pieces = split_ranges(ranges, min_partitions, max_records_per_partition)
     per_task = min(TASK_RECORDS, max_records_per_partition or TASK_RECORDS)
-    tasks = coalesce(pieces, min_partitions or slots or default_slots(), per_task)
+    if min_partitions:
+        want = min_partitions
+    elif sum(p.size for p in pieces) <= SINGLE_TASK_RECORDS:
+        want = 1
+    else:
+        want = slots or default_slots()
+    tasks = coalesce(pieces, want, per_task)
     if max_records_per_partition and any(t.size > max_records_per_partition for t in tasks):
         return [RangePartition([r]) for r in pieces]
     return tasks

@@ -17,10 +17,11 @@ import pytest
 from confluent_kafka import TopicPartition
 
 from sparklog.errors import DataLossError, RangeReadError
-from sparklog.executor import read_range
+from sparklog.executor import read_range, read_task
+from sparklog.fetch_reader import prefetch
 from sparklog.kafka_client import LATEST, ClientConfig, KafkaClient
 from sparklog.options import parse_batch_options
-from sparklog.planner import OffsetRange
+from sparklog.planner import OffsetRange, RangePartition
 from sparklog.reader_settings import ReaderSettings
 from tests.support.clients import admin, create_topic, produce
 from peers.tansu import TansuProcess
@@ -65,6 +66,29 @@ def test_native_and_librdkafka_paths_read_the_same_rows(pylog_broker, codec):
     assert total == 3001
     last = _rows(OffsetRange(topic, 0, _end(bs, topic, 0) - 1, _end(bs, topic, 0)), native)[0]
     assert last["headers"] == [{"key": "a", "value": b"1"}, {"key": "b", "value": b""}]
+
+
+def test_a_small_task_prefetches_its_ranges_in_one_fetch_and_reads_the_same_rows(pylog_broker):
+    bs, topic = pylog_broker.bootstrap, "prefetch"
+    create_topic(bs, topic, 4)
+    for p in range(4):
+        produce(bs, topic, [(b"k%d" % i, b"p%d-v%d" % (p, i)) for i in range(500)], partition=p,
+                **{"compression.type": "lz4", "linger.ms": 20})
+    settings = _settings(bs)
+    # partition 3's range is empty; 2's starts mid-log; the others from 0
+    ranges = [OffsetRange(topic, 0, 0, 500), OffsetRange(topic, 1, 10, 400), OffsetRange(topic, 2, 250, 500),
+              OffsetRange(topic, 3, 500, 500)]
+    first = prefetch(ranges, settings)
+    assert set(first) == set(ranges[:3]), "one answer with records per non-empty range"
+    assert all(fp.records is not None and len(fp.records) > 0 for fp in first.values())
+    got = [row for batch in read_task(RangePartition(ranges), settings) for row in batch.to_pylist()]
+    expected = [row for r in ranges for row in _rows(r, settings)]
+    assert got == expected and len(got) == 500 + 390 + 250
+    assert [(r["partition"], r["offset"]) for r in got] == [(r.partition, o) for r in ranges for o in range(r.start, r.end)]
+    assert prefetch([OffsetRange(topic, 0, 0, 500), OffsetRange(topic, 0, 500, 500)], settings) == {}, \
+        "one partition twice is fetched range by range"
+    gone = prefetch([OffsetRange(topic, 0, 0, 10), OffsetRange("no-such-topic", 0, 0, 10)], settings)
+    assert list(gone) == [OffsetRange(topic, 0, 0, 10)], "a partition without a leader is left to its reader"
 
 
 def test_records_aged_out_are_data_loss_or_skipped(pylog_broker, caplog):
