@@ -94,6 +94,24 @@ def prefault_memory(gib: float) -> float:
     return time.perf_counter() - started
 
 
+def produce_all(producer: object, topic: str, payload: bytes, count: int) -> float:
+    """Produce `count` copies of `payload` through a confluent-kafka producer, polling as its queue fills;
+    the seconds spent waiting for room (the brokers were the limit meanwhile). The caller flushes."""
+    full_s = 0.0
+    for i in range(count):
+        while True:
+            try:
+                producer.produce(topic, payload)  # type: ignore[attr-defined]
+                break
+            except BufferError:
+                t = time.perf_counter()
+                producer.poll(0.001)  # type: ignore[attr-defined]
+                full_s += time.perf_counter() - t
+        if i % 1000 == 0:
+            producer.poll(0)  # type: ignore[attr-defined]
+    return full_s
+
+
 def write_json(path: Path | None, result: object) -> None:
     """Write a benchmark's result as indented JSON to `path` (its folder created), if a path was given."""
     if path is not None:

@@ -90,18 +90,7 @@ def worker_produce(bootstrap: str, topic: str, count: int, size: int, acks: str,
     p.list_topics(topic, timeout=10)   # connect and learn the leaders before the clock starts
     payload = os.urandom(size)
     started = time.perf_counter()
-    full_s = 0.0    # time spent waiting for room in the client's queue: the brokers were the limit meanwhile
-    for i in range(count):
-        while True:
-            try:
-                p.produce(topic, payload)
-                break
-            except BufferError:
-                t = time.perf_counter()
-                p.poll(0.001)
-                full_s += time.perf_counter() - t
-        if i % 1000 == 0:
-            p.poll(0)
+    full_s = _common.produce_all(p, topic, payload, count)   # waiting for room in the queue: the brokers were the limit
     remaining = p.flush(300)
     elapsed = time.perf_counter() - started
     usage = resource.getrusage(resource.RUSAGE_SELF)

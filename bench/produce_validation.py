@@ -50,15 +50,7 @@ def worker(bootstrap: str, topic: str, count: int, size: int, codec: str) -> dic
     p.list_topics(topic, timeout=10)
     payload = os.urandom(size // 2) * 2       # half random: lz4 has something to do, as with real data
     started = time.perf_counter()
-    for i in range(count):
-        while True:
-            try:
-                p.produce(topic, payload)
-                break
-            except BufferError:
-                p.poll(0.001)
-        if i % 1000 == 0:
-            p.poll(0)
+    _common.produce_all(p, topic, payload, count)
     left = p.flush(120)
     elapsed = time.perf_counter() - started
     return {"records_per_s": count / elapsed, "errors": len(errors) + left}
