@@ -8,6 +8,7 @@ from typing import Callable, Iterator
 import pytest
 
 from tests.support.broker_process import BrokerProcess
+from peers.kafka import KafkaBroker
 
 os.environ.setdefault("SPARK_LOCAL_IP", "127.0.0.1")
 
@@ -44,6 +45,18 @@ def broker_factory(tmp_path: Path) -> Iterator[Callable[..., BrokerProcess]]:
     yield make
     for b in started:
         b.close()
+
+
+@pytest.fixture(scope="session")
+def apache_kafka(tmp_path_factory: pytest.TempPathFactory) -> Iterator[KafkaBroker]:
+    """One Apache Kafka broker for the whole run (starting one takes two JVMs and several seconds): the
+    conformance peer, the Spark tests' second broker and the jobs' Kafka run share it. Its users create
+    topics of their own, and put back any dynamic setting they change."""
+    kafka = KafkaBroker(tmp_path_factory.mktemp("apache-kafka") / "kafka").start()
+    try:
+        yield kafka
+    finally:
+        kafka.close()
 
 
 @pytest.fixture

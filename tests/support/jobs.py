@@ -18,6 +18,13 @@ from connectors.offset_manager import OffsetManager, end_offsets
 
 REPO = Path(__file__).resolve().parents[2]
 
+# JVM options for the Spark driver of each `pylog job` a test starts (spark-submit reads SPARK_SUBMIT_OPTS):
+# a job here is a short-lived JVM on a few thousand records, so the C1 compiler alone and the serial
+# collector (what tests/support/kafka_tools.py gives Kafka's tools) save about a third of its CPU time,
+# most of it JIT work that never pays back. Same Java semantics; `make demo` (tests/e2e/test_demo.py)
+# still runs its jobs with the JVM's defaults.
+JOB_JVM_OPTS = "-XX:TieredStopAtLevel=1 -XX:+UseSerialGC"
+
 
 def produce_events(bootstrap: str, topic: str, start: int, count: int, timestamp_of=None) -> None:
     p = Producer({"bootstrap.servers": bootstrap, "linger.ms": 5, "enable.idempotence": True})
@@ -35,7 +42,9 @@ def run_job(name: str, settings: dict[str, object], env: dict[str, str] | None =
     cmd = [sys.executable, "-m", "pylog", "job", name]
     for k, v in settings.items():
         cmd += ["--set", f"{k}={v}"]
-    return subprocess.Popen(cmd, cwd=cwd, env={**os.environ, "PYSPARK_PYTHON": sys.executable, **(env or {})},
+    jvm = " ".join(filter(None, [os.environ.get("SPARK_SUBMIT_OPTS"), JOB_JVM_OPTS]))
+    return subprocess.Popen(cmd, cwd=cwd, env={**os.environ, "PYSPARK_PYTHON": sys.executable,
+                                               "SPARK_SUBMIT_OPTS": jvm, **(env or {})},
                             stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, start_new_session=True)
 
 
