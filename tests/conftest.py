@@ -52,7 +52,16 @@ def apache_kafka(tmp_path_factory: pytest.TempPathFactory) -> Iterator[KafkaBrok
     """One Apache Kafka broker for the whole run (starting one takes two JVMs and several seconds): the
     conformance peer, the Spark tests' second broker and the jobs' Kafka run share it. Its users create
     topics of their own, and put back any dynamic setting they change."""
-    kafka = KafkaBroker(tmp_path_factory.mktemp("apache-kafka") / "kafka").start()
+    for attempt in range(3):
+        kafka = KafkaBroker(tmp_path_factory.mktemp("apache-kafka") / "kafka")
+        try:
+            kafka.start()
+            break
+        except RuntimeError as e:
+            # its ports are picked free a few seconds before Kafka binds them (after formatting its storage);
+            # on a busy machine another process may take one first: new ports, once or twice
+            if "Address already in use" not in str(e) or attempt == 2:
+                raise
     try:
         yield kafka
     finally:
