@@ -78,8 +78,9 @@ def kill_loop(start: Callable[[], subprocess.Popen], table: Path, rnd: random.Ra
         deadline = time.monotonic() + 180
         while proc.poll() is None and table_versions(table) <= before and time.monotonic() < deadline:
             time.sleep(0.1)
-        time.sleep(rnd.uniform(0.0, max_pause_s))
-        if proc.poll() is None:
+        try:                               # the random moment, unless the run finishes first
+            proc.wait(rnd.uniform(0.0, max_pause_s))
+        except subprocess.TimeoutExpired:
             kill(proc)
             kills += 1
         else:
