@@ -7,11 +7,19 @@ from pathlib import Path
 from typing import Callable, Iterator
 
 import pytest
+from hypothesis import settings
 
 from broker.tools.local_zookeeper import LocalZooKeeper
 from tests.support.broker_process import BrokerProcess
+from peers.kafka import KafkaBroker
 
 os.environ.setdefault("SPARK_LOCAL_IP", "127.0.0.1")
+
+# No per-example deadline (hypothesis' default is 200 ms): on a busy 2-core machine a plain example took
+# 446 ms and failed tests/unit/test_sparklog_planner.py; the properties, not the timings, are the test.
+# Each test's own settings (max_examples, ...) still apply.
+settings.register_profile("pylog", deadline=None)
+settings.load_profile("pylog")
 
 # A skip can hide a regression. Every reason a test may skip for is listed here and reviewed; on a
 # machine where `make test` installed everything, the list is empty. Any other skip fails the run.
@@ -46,6 +54,27 @@ def broker_factory(tmp_path: Path) -> Iterator[Callable[..., BrokerProcess]]:
     yield make
     for b in started:
         b.close()
+
+
+@pytest.fixture(scope="session")
+def apache_kafka(tmp_path_factory: pytest.TempPathFactory) -> Iterator[KafkaBroker]:
+    """One Apache Kafka broker for the whole run (starting one takes two JVMs and several seconds): the
+    conformance peer, the Spark tests' second broker and the jobs' Kafka run share it. Its users create
+    topics of their own, and put back any dynamic setting they change."""
+    for attempt in range(3):
+        kafka = KafkaBroker(tmp_path_factory.mktemp("apache-kafka") / "kafka")
+        try:
+            kafka.start()
+            break
+        except RuntimeError as e:
+            # its ports are picked free a few seconds before Kafka binds them (after formatting its storage);
+            # on a busy machine another process may take one first: new ports, once or twice
+            if "Address already in use" not in str(e) or attempt == 2:
+                raise
+    try:
+        yield kafka
+    finally:
+        kafka.close()
 
 
 @pytest.fixture

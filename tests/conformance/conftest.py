@@ -1,6 +1,6 @@
 """Conformance fixtures: one pylog broker and one Apache Kafka 3.9 broker for the whole directory.
 
-Both start once (Kafka takes a few seconds), with the settings that make their answers comparable:
+Both start once (Kafka takes a few seconds; it is the run's one Kafka, tests/conftest.py), with the settings that make their answers comparable:
 no automatic topic creation (Kafka's test peer has it off), and four __consumer_offsets partitions
 on Kafka (only the coordinator's node id differs, which the comparison ignores).
 """
@@ -19,19 +19,13 @@ from peers.kafka import KafkaBroker
 
 
 @pytest.fixture(scope="session")
-def brokers(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[BrokerProcess, KafkaBroker]]:
+def brokers(tmp_path_factory: pytest.TempPathFactory,
+            apache_kafka: KafkaBroker) -> Iterator[tuple[BrokerProcess, KafkaBroker]]:
     pylog = BrokerProcess(tmp_path_factory.mktemp("conformance") / "pylog",
                           settings={"auto.create.topics.enable": False, "group.initial.rebalance.delay.ms": 0})
-    kafka = KafkaBroker(tmp_path_factory.mktemp("conformance") / "kafka")
     pylog.start()
-    try:
-        kafka.start()
-    except BaseException:
-        pylog.close()
-        raise
-    yield pylog, kafka
+    yield pylog, apache_kafka
     pylog.close()
-    kafka.close()
 
 
 @pytest.fixture(scope="session")

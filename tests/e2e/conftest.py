@@ -20,7 +20,6 @@ from confluent_kafka import Producer, KafkaException
 
 from broker.process import ServerProcess
 from tests.support.broker_process import BrokerProcess
-from peers.kafka import KafkaBroker
 
 REPO = Path(__file__).resolve().parents[2]
 
@@ -53,11 +52,12 @@ def spark() -> Iterator[Any]:
 @pytest.fixture(scope="session", params=["pylog", "apache-kafka"])
 def shared_broker(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory) -> Iterator[ServerProcess]:
     """One broker for the tests that only need topics of their own: every such test runs against
-    pylog's broker and against Apache Kafka itself (the source must read any Kafka-protocol broker)."""
-    if request.param == "pylog":
-        b: ServerProcess = BrokerProcess(tmp_path_factory.mktemp("spark-broker") / "data").start()
-    else:
-        b = KafkaBroker(tmp_path_factory.mktemp("apache-kafka") / "kafka").start()
+    pylog's broker and against Apache Kafka itself (the run's one Kafka, tests/conftest.py: the source
+    must read any Kafka-protocol broker)."""
+    if request.param == "apache-kafka":
+        yield request.getfixturevalue("apache_kafka")
+        return
+    b: ServerProcess = BrokerProcess(tmp_path_factory.mktemp("spark-broker") / "data").start()
     yield b
     b.close()
 

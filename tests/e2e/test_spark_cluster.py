@@ -47,9 +47,12 @@ def _alive_workers(ui_port: int) -> int:
         return 0
 
 
-@pytest.fixture
-def standalone_cluster(tmp_path: Path) -> Iterator[str]:
-    """A master and one worker from pyspark's bundled bin/spark-class; always stopped."""
+@pytest.fixture(scope="session")
+def standalone_cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
+    """A master and one worker from pyspark's bundled bin/spark-class, started once: the cluster test runs once
+    per shared_broker, and pytest groups tests by that session parameter, so a module-scoped cluster would
+    start twice (each run is its own application); always stopped."""
+    tmp_path = tmp_path_factory.mktemp("standalone")
     env = {**os.environ, "SPARK_HOME": str(SPARK_HOME), "SPARK_LOCAL_IP": "127.0.0.1",
            "PYTHONPATH": os.pathsep.join(filter(None, [str(REPO), os.environ.get("PYTHONPATH")])),
            "PYSPARK_PYTHON": sys.executable, "SPARK_CONF_DIR": str(REPO / "conf"),

@@ -15,6 +15,13 @@ from tests.support.clients import admin, consume, create_topic, produce
 CODECS = ["none", "gzip", "snappy", "lz4", "zstd"]
 
 
+@pytest.fixture(scope="module")
+def pylog_broker(broker):
+    """The module's one broker (tests/integration/conftest.py), not one per test: every test here makes
+    topics (and groups) of its own and reads only those."""
+    return broker
+
+
 @pytest.mark.parametrize("codec", CODECS)
 def test_round_trip_over_several_partitions_with_each_codec(pylog_broker, codec):
     topic = f"rt-{codec}"

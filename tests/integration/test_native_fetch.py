@@ -27,6 +27,13 @@ from tests.support.clients import admin, create_topic, produce
 from peers.tansu import TansuProcess
 
 
+@pytest.fixture(scope="module")
+def pylog_broker(broker):
+    """The module's one broker (tests/integration/conftest.py), not one per test: every test here makes
+    topics (and groups) of its own and reads only those."""
+    return broker
+
+
 def _settings(bootstrap: str, **options: str) -> ReaderSettings:
     return ReaderSettings.from_options(parse_batch_options({"kafka.bootstrap.servers": bootstrap, "subscribe": "x",
                                                             **options}))

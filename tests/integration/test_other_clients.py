@@ -3,9 +3,17 @@ from __future__ import annotations
 
 import asyncio
 
+import pytest
 from confluent_kafka import Consumer, TopicPartition
 
 from tests.support.clients import create_topic
+
+
+@pytest.fixture(scope="module")
+def pylog_broker(broker):
+    """The module's one broker (tests/integration/conftest.py), not one per test: every test here makes
+    topics (and groups) of its own and reads only those."""
+    return broker
 
 
 def _committed(bootstrap: str, group: str, topic: str, partitions: int) -> dict[int, int]:

@@ -18,6 +18,13 @@ from connectors.offset_manager import OffsetManager, end_offsets
 
 REPO = Path(__file__).resolve().parents[2]
 
+# JVM options for the Spark driver of each `pylog job` a test starts (spark-submit reads SPARK_SUBMIT_OPTS):
+# a job here is a short-lived JVM on a few thousand records, so the C1 compiler alone and the serial
+# collector (what tests/support/kafka_tools.py gives Kafka's tools) save about a third of its CPU time,
+# most of it JIT work that never pays back. Same Java semantics; `make demo` (tests/e2e/test_demo.py)
+# still runs its jobs with the JVM's defaults.
+JOB_JVM_OPTS = "-XX:TieredStopAtLevel=1 -XX:+UseSerialGC"
+
 
 def produce_events(bootstrap: str, topic: str, start: int, count: int, timestamp_of=None) -> None:
     p = Producer({"bootstrap.servers": bootstrap, "linger.ms": 5, "enable.idempotence": True})
@@ -37,7 +44,8 @@ def run_job(name: str, settings: dict[str, object], env: dict[str, str] | None =
     cmd = [sys.executable, "-m", "pylog", "job", name]
     for k, v in settings.items():
         cmd += ["--set", f"{k}={v}"]
-    env = {**os.environ, "PYSPARK_PYTHON": sys.executable, **(env or {})}
+    jvm = " ".join(filter(None, [os.environ.get("SPARK_SUBMIT_OPTS"), JOB_JVM_OPTS]))
+    env = {**os.environ, "PYSPARK_PYTHON": sys.executable, "SPARK_SUBMIT_OPTS": jvm, **(env or {})}
     if output is None:
         return subprocess.Popen(cmd, cwd=cwd, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
                                 start_new_session=True)
@@ -75,8 +83,9 @@ def kill_loop(start: Callable[[], subprocess.Popen], table: Path, rnd: random.Ra
         deadline = time.monotonic() + 180
         while proc.poll() is None and table_versions(table) <= before and time.monotonic() < deadline:
             time.sleep(0.1)
-        time.sleep(rnd.uniform(0.0, max_pause_s))
-        if proc.poll() is None:
+        try:                               # the random moment, unless the run finishes first
+            proc.wait(rnd.uniform(0.0, max_pause_s))
+        except subprocess.TimeoutExpired:
             kill(proc)
             kills += 1
         else:
