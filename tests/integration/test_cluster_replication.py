@@ -238,8 +238,8 @@ def test_a_new_controller_is_elected_and_still_elects_leaders(cluster: LocalClus
         survivor = next(b for b in range(3) if b != controller)
         wait_for(lambda: AdminClient({"bootstrap.servers": cluster.broker(survivor).bootstrap})
                  .list_topics(timeout=5).controller_id not in (-1, controller), 15, "a new controller")
-        meta = _partition_meta(cluster, topic, via=survivor)
-        assert all(m.leader not in (-1, controller) for m in meta.values()), "the dead controller's leaderships moved"
+        meta = wait_for(lambda: (lambda m: m if all(p.leader not in (-1, controller) for p in m.values()) else None)(
+            _partition_meta(cluster, topic, via=survivor)), 15, "the dead controller's leaderships moving")
         victim = next(m.leader for m in meta.values())
         cluster.kill(victim)
         last = next(b for b in range(3) if b not in (controller, victim))
