@@ -20,39 +20,41 @@ from pathlib import Path
 HOST = "127.0.0.1"
 
 
-def free_port() -> int:
+def free_port(host: str = HOST) -> int:
     with socket.socket() as s:
-        s.bind((HOST, 0))
+        s.bind((host, 0))
         return s.getsockname()[1]
 
 
-def wait_for_port(port: int, timeout: float, proc: subprocess.Popen | None = None) -> None:
+def wait_for_port(port: int, timeout: float, proc: subprocess.Popen | None = None, host: str = HOST) -> None:
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:
         if proc is not None and proc.poll() is not None:
             raise RuntimeError(f"server exited with {proc.returncode} before listening on {port}")
         try:
-            with socket.create_connection((HOST, port), timeout=0.5):
+            with socket.create_connection((host, port), timeout=0.5):
                 return
         except OSError:
             time.sleep(0.05)
-    raise TimeoutError(f"nothing listening on {HOST}:{port} after {timeout}s")
+    raise TimeoutError(f"nothing listening on {host}:{port} after {timeout}s")
 
 
 class ServerProcess:
-    """A server started from `command()`, ready when its port accepts connections."""
+    """A server started from `command()`, ready when its port accepts connections on `host`
+    (loopback unless given: a test may put a broker on another interface or in a network namespace)."""
 
     name = "server"
 
-    def __init__(self, workdir: Path, port: int | None = None) -> None:
+    def __init__(self, workdir: Path, port: int | None = None, host: str = HOST) -> None:
         self.workdir = Path(workdir)
+        self.host = host
         self.port = port or free_port()
         self.proc: subprocess.Popen | None = None
         self.log_path = self.workdir.parent / f"{self.name}-{self.port}.log"
 
     @property
     def bootstrap(self) -> str:
-        return f"{HOST}:{self.port}"
+        return f"{self.host}:{self.port}"
 
     def command(self) -> list[str]:
         raise NotImplementedError
@@ -64,7 +66,7 @@ class ServerProcess:
                                      start_new_session=True)
         log.close()
         try:
-            wait_for_port(self.port, timeout, self.proc)
+            wait_for_port(self.port, timeout, self.proc, self.host)
         except (RuntimeError, TimeoutError) as e:
             self.kill()
             raise RuntimeError(f"{e}; last output:\n{self.log_text()[-2000:]}") from None
@@ -107,14 +109,15 @@ class ServerProcess:
 class BrokerProcess(ServerProcess):
     name = "pylog-broker"
 
-    def __init__(self, data_dir: Path, port: int | None = None, settings: dict[str, object] | None = None) -> None:
-        super().__init__(data_dir, port)
+    def __init__(self, data_dir: Path, port: int | None = None, settings: dict[str, object] | None = None,
+                 host: str = HOST) -> None:
+        super().__init__(data_dir, port, host)
         self.data_dir = Path(data_dir)
         self.settings = dict(settings or {})
 
     def command(self) -> list[str]:
         cmd = [sys.executable, "-m", "pylog", "broker", "--data-dir", str(self.data_dir), "--port", str(self.port),
-               "--host", HOST]
+               "--host", self.host]
         for k, v in self.settings.items():
             cmd += ["--set", f"{k}={v}"]
         return cmd

@@ -4,7 +4,9 @@ Owns what `pylog cluster up` runs, and what tests and benchmarks start a cluster
 gets `broker.id` i, its own data directory and free port, and `zookeeper.connect` pointing at the
 local ZooKeeper (with a chroot, so that several clusters can share one ZooKeeper). Brokers can be
 stopped (SIGTERM: controlled shutdown), killed (SIGKILL), frozen (SIGSTOP), thawed and restarted
-with the same id, directory and port. `close()` stops everything it started, whatever state it is in.
+with the same id, directory and port. A `launcher` may start a broker elsewhere than on loopback (the
+network-partition test puts one in its own network namespace). `close()` stops everything it started,
+whatever state it is in.
 A production cluster runs `pylog broker` per machine against its own ZooKeeper ensemble instead.
 """
 from __future__ import annotations
@@ -13,10 +15,17 @@ import os
 import signal
 import time
 from pathlib import Path
-from typing import Mapping
+from typing import Callable, Mapping
 
 from broker.process import BrokerProcess
 from broker.tools.local_zookeeper import LocalZooKeeper
+
+# How broker i is launched: (broker id, data directory, settings) -> a process not yet started.
+BrokerLauncher = Callable[[int, Path, dict[str, object]], BrokerProcess]
+
+
+def _loopback_broker(broker_id: int, data_dir: Path, settings: dict[str, object]) -> BrokerProcess:
+    return BrokerProcess(data_dir, settings=settings)
 
 # Settings a development cluster needs to be useful on one machine: replicated by default.
 DEV_SETTINGS: Mapping[str, object] = {
@@ -28,8 +37,10 @@ DEV_SETTINGS: Mapping[str, object] = {
 
 class LocalCluster:
     def __init__(self, root: Path, brokers: int = 3, settings: Mapping[str, object] | None = None,
-                 zk_connect: str | None = None, chroot: str = "/pylog") -> None:
+                 zk_connect: str | None = None, chroot: str = "/pylog",
+                 launcher: BrokerLauncher = _loopback_broker) -> None:
         self.root = Path(root)
+        self.launcher = launcher
         self.zookeeper: LocalZooKeeper | None = None
         self._zk_connect = zk_connect
         self.chroot = chroot
@@ -54,7 +65,7 @@ class LocalCluster:
         self._ensure_chroot()
         for i in range(self.count):
             settings = {**self.settings, "broker.id": i, "zookeeper.connect": self.zk_connect}
-            self.brokers[i] = BrokerProcess(self.root / f"broker-{i}", settings=settings)
+            self.brokers[i] = self.launcher(i, self.root / f"broker-{i}", settings)
         for b in self.brokers.values():
             b.start(timeout_s)
         self.wait_ready(timeout_s)

@@ -1,6 +1,6 @@
 """A local, single-node ZooKeeper for development clusters and tests (the Debian `zookeeper` package).
 
-Owns the lifecycle of one ZooKeeper process: writes its `zoo.cfg` (loopback only, no admin
+Owns the lifecycle of one ZooKeeper process: writes its `zoo.cfg` (one address, loopback by default, no admin
 server, four-letter words limited to the harmless ones), starts it with the JRE the Makefile
 installs, waits until a client session works (ZooKeeper answers `ruok` before it serves, so only a
 real session proves readiness), and stops it. Used by `pylog cluster up` and by the cluster tests;
@@ -31,15 +31,16 @@ def _free_port() -> int:
 
 
 class LocalZooKeeper:
-    def __init__(self, data_dir: Path, port: int | None = None, tick_ms: int = 500) -> None:
+    def __init__(self, data_dir: Path, port: int | None = None, tick_ms: int = 500, host: str = "127.0.0.1") -> None:
         self.data_dir = Path(data_dir)
+        self.host = host                 # the one address it listens on
         self.port = port or _free_port()
         self.tick_ms = tick_ms
         self.proc: subprocess.Popen[bytes] | None = None
 
     @property
     def connect(self) -> str:
-        return f"127.0.0.1:{self.port}"
+        return f"{self.host}:{self.port}"
 
     @property
     def log_path(self) -> Path:
@@ -54,7 +55,7 @@ class LocalZooKeeper:
         cfg = self.data_dir / "zoo.cfg"
         # minSessionTimeout lets tests ask for short sessions (2 ticks); Kafka's brokers ask for 18 s
         cfg.write_text(f"tickTime={self.tick_ms}\ndataDir={self.data_dir / 'data'}\nclientPort={self.port}\n"
-                       "clientPortAddress=127.0.0.1\nadmin.enableServer=false\nmaxClientCnxns=0\n"
+                       f"clientPortAddress={self.host}\nadmin.enableServer=false\nmaxClientCnxns=0\n"
                        f"minSessionTimeout={2 * self.tick_ms}\n4lw.commands.whitelist=ruok,srvr,stat,mntr,envi\n")
         cmd = [java, "-Xmx256m", "-XX:+UseSerialGC", "-cp", CLASSPATH, MAIN, str(cfg)]
         with open(self.log_path, "ab") as log:

@@ -38,14 +38,14 @@ def wait_full_isr(bootstrap: str, topic: str, partitions: int, replicas: int = 3
 
 class AckedProducer(threading.Thread):
     """An acks=all idempotent producer writing keys 0, 1, 2, ... round robin over the partitions until
-    `finish()`; remembers which keys were acknowledged and every delivery error."""
+    `finish()` (`conf` adds to or overrides its librdkafka settings); remembers which keys were acknowledged and every delivery error."""
 
     def __init__(self, bootstrap: str, topic: str, partitions: int = 1, value: bytes = b"x" * 50,
-                 pause_s: float = 0.002) -> None:
+                 pause_s: float = 0.002, **conf: Any) -> None:
         super().__init__(daemon=True)
         self.producer = Producer({"bootstrap.servers": bootstrap, "acks": "all", "enable.idempotence": True,
                                   "linger.ms": 5, "retry.backoff.ms": 50, "message.timeout.ms": 60000,
-                                  "log_level": 0})
+                                  "log_level": 0, **conf})
         self.topic, self.partitions, self.value, self.pause_s = topic, partitions, value, pause_s
         self.acked: set[int] = set()
         self.failed: list[str] = []
