@@ -33,11 +33,12 @@ from bench.spark_read import load_topic  # noqa: E402
 
 
 class _CeilingReader(DataSourceReader):
-    def __init__(self, rows: int) -> None:
+    def __init__(self, rows: int, tasks: int = 2) -> None:
         self.rows = rows
+        self.tasks = tasks
 
     def partitions(self) -> list[InputPartition]:
-        return [InputPartition(i) for i in range(2)]
+        return [InputPartition(i) for i in range(self.tasks)]
 
     def read(self, partition: InputPartition) -> Iterator[Any]:
         import pyarrow as pa
@@ -49,8 +50,10 @@ class _CeilingReader(DataSourceReader):
                 pa.array(["bench"] * n), pa.array([0] * n, pa.int32()), pa.array(range(n), pa.int64()),
                 pa.array([0] * n, pa.timestamp("us", tz="UTC")), pa.array([0] * n, pa.int32())]
         batch = pa.RecordBatch.from_arrays(cols, schema=arrow_schema(False))
-        for _ in range(self.rows // 2 // n):
+        for _ in range(self.rows // self.tasks // n):
             yield batch
+        if self.rows // self.tasks % n:
+            yield batch.slice(0, self.rows // self.tasks % n)
 
 
 class CeilingSource(DataSource):
@@ -66,7 +69,7 @@ class CeilingSource(DataSource):
         return spark_schema(False)
 
     def reader(self, schema: Any) -> _CeilingReader:
-        return _CeilingReader(int(self.options.get("rows", "3000000")))
+        return _CeilingReader(int(self.options.get("rows", "3000000")), int(self.options.get("tasks", "2")))
 
 
 def _descendants(root: int) -> set[int]:
