@@ -77,9 +77,9 @@ def test_stream_to_delta_survives_a_kill_loop_exactly_once(any_broker, tmp_path)
         proc.communicate(timeout=240)
         assert proc.returncode == -signal.SIGKILL, "the fault killed the job right after the Delta commit of batch 1"
         kills = 1
-        # 2..6 (2..3 on Apache Kafka, whose run is the same code on another broker): killed at random
-        # moments once the job has made progress
-        wanted = 3 if on_kafka else 6
+        # 2..4 (2..3 on Apache Kafka, whose run is the same code on another broker): killed at random
+        # moments once the job has made progress (each kill costs a Spark start: the suite's time budget)
+        wanted = 3 if on_kafka else 4
         def more_work() -> None:           # a run finished: give the next one work
             nonlocal total
             produce_events(pylog_broker.bootstrap, "events", total, 500)
@@ -100,7 +100,7 @@ def test_batch_load_survives_a_kill_loop_and_a_rerun_is_a_no_op(pylog_broker, tm
     settings = {"source.bootstrap.servers": pylog_broker.bootstrap, "source.topics": "events",
                 "sink.table.path": tmp_path / "table", "sink.app.id": "cron", "group.mirror": ""}
     rnd = random.Random(11)
-    for _ in range(5):
+    for _ in range(3):
         produce_events(pylog_broker.bootstrap, "events", total, 1000)
         total += 1000
         proc = run_job("batch_load", settings)
