@@ -37,7 +37,7 @@ sys.path.insert(0, str(REPO))
 from pyspark.sql.datasource import DataSource, DataSourceStreamReader, InputPartition  # noqa: E402
 
 from bench._common import spark_env, start_pylog  # noqa: E402
-from bench.read_profile import CeilingSource  # noqa: E402
+from bench.read_profile import CeilingSource, ready_made_batch  # noqa: E402
 from bench.spark_read import batch_durations, load_topic, peer_jars  # noqa: E402
 
 PARTITIONS = 8
@@ -57,16 +57,7 @@ class _FloorStreamReader(DataSourceStreamReader):
         return [InputPartition(start["next"])]
 
     def read(self, partition: InputPartition) -> Iterator[Any]:
-        import pyarrow as pa
-
-        from sparklog.schema import arrow_schema
-
-        n = self.rows
-        yield pa.RecordBatch.from_arrays(
-            [pa.array([b"%08d" % i for i in range(n)], pa.binary()), pa.array([b"x" * 100] * n, pa.binary()),
-             pa.array(["bench"] * n), pa.array([0] * n, pa.int32()), pa.array(range(n), pa.int64()),
-             pa.array([0] * n, pa.timestamp("us", tz="UTC")), pa.array([0] * n, pa.int32())],
-            schema=arrow_schema(False))
+        yield ready_made_batch(self.rows)
 
     def commit(self, end: dict[str, int]) -> None:
         pass

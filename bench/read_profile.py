@@ -32,6 +32,18 @@ from bench._common import cpu_seconds, spark_env, start_pylog  # noqa: E402
 from bench.spark_read import load_topic  # noqa: E402
 
 
+def ready_made_batch(n: int) -> Any:
+    """n rows of pylog's Arrow schema (8-byte keys, 100-byte values), built without Kafka."""
+    import pyarrow as pa
+
+    from sparklog.schema import arrow_schema
+
+    cols = [pa.array([b"%08d" % i for i in range(n)], pa.binary()), pa.array([b"x" * 100] * n, pa.binary()),
+            pa.array(["bench"] * n), pa.array([0] * n, pa.int32()), pa.array(range(n), pa.int64()),
+            pa.array([0] * n, pa.timestamp("us", tz="UTC")), pa.array([0] * n, pa.int32())]
+    return pa.RecordBatch.from_arrays(cols, schema=arrow_schema(False))
+
+
 class _CeilingReader(DataSourceReader):
     def __init__(self, rows: int, tasks: int = 2) -> None:
         self.rows = rows
@@ -41,15 +53,10 @@ class _CeilingReader(DataSourceReader):
         return [InputPartition(i) for i in range(self.tasks)]
 
     def read(self, partition: InputPartition) -> Iterator[Any]:
-        import pyarrow as pa
-
-        from sparklog.schema import ARROW_BATCH_ROWS, arrow_schema
+        from sparklog.schema import ARROW_BATCH_ROWS
 
         n = ARROW_BATCH_ROWS
-        cols = [pa.array([b"%08d" % i for i in range(n)], pa.binary()), pa.array([b"x" * 100] * n, pa.binary()),
-                pa.array(["bench"] * n), pa.array([0] * n, pa.int32()), pa.array(range(n), pa.int64()),
-                pa.array([0] * n, pa.timestamp("us", tz="UTC")), pa.array([0] * n, pa.int32())]
-        batch = pa.RecordBatch.from_arrays(cols, schema=arrow_schema(False))
+        batch = ready_made_batch(n)
         for _ in range(self.rows // self.tasks // n):
             yield batch
         if self.rows // self.tasks % n:
