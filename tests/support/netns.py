@@ -10,6 +10,7 @@ Needs CAP_NET_ADMIN: run as root, or with password-less sudo (the same rule as t
 from __future__ import annotations
 
 import os
+import re
 import subprocess
 from pathlib import Path
 from typing import Sequence
@@ -26,6 +27,19 @@ def _ip(*args: str) -> None:
                            "(network namespaces need root or password-less sudo)")
 
 
+def _remove_leftovers() -> None:
+    """Namespaces and veth pairs of test processes that died before closing theirs (a leftover pair
+    would hold the same subnet as a new one whose pid maps to it)."""
+    listed = subprocess.run([*_SUDO, "ip", "netns", "list"], capture_output=True, text=True).stdout.split()
+    links = subprocess.run([*_SUDO, "ip", "-o", "link", "show"], capture_output=True, text=True).stdout
+    for name in listed:
+        if name.startswith("pylog-test-") and not Path(f"/proc/{name.removeprefix('pylog-test-')}").exists():
+            subprocess.run([*_SUDO, "ip", "netns", "del", name], capture_output=True)
+    for link in re.findall(r"^\d+: (plg(\d+)o)[@:]", links, re.M):
+        if not Path(f"/proc/{link[1]}").exists():
+            subprocess.run([*_SUDO, "ip", "link", "del", link[0]], capture_output=True)
+
+
 class NetworkNamespace:
     def __init__(self) -> None:
         pid = os.getpid()
@@ -36,6 +50,7 @@ class NetworkNamespace:
         self._created = False
 
     def create(self) -> "NetworkNamespace":
+        _remove_leftovers()
         _ip("netns", "add", self.name)
         self._created = True
         _ip("link", "add", self._outer, "type", "veth", "peer", "name", self._inner)
