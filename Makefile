@@ -5,7 +5,7 @@ PYTHON ?= python3
 VENV := .venv
 PY := $(VENV)/bin/python
 STAMPS := .stamps
-APT_PACKAGES := kcat zookeeper default-jre-headless
+APT_PACKAGES := kcat zookeeper default-jre-headless iproute2
 SUDO := $(shell [ "$$(id -u)" = 0 ] || echo sudo)
 export PATH := $(HOME)/.cargo/bin:$(PATH)
 NATIVE_SOURCES := native/Cargo.toml native/pyproject.toml $(wildcard native/src/*.rs)
