@@ -20,9 +20,9 @@ from pathlib import Path
 HOST = "127.0.0.1"
 
 
-def free_port(host: str = HOST) -> int:
+def free_port() -> int:
     with socket.socket() as s:
-        s.bind((host, 0))
+        s.bind((HOST, 0))
         return s.getsockname()[1]
 
 

@@ -9,7 +9,6 @@ drops what it wrote alone.
 """
 from __future__ import annotations
 
-import hashlib
 import subprocess
 import sys
 from pathlib import Path
@@ -22,7 +21,8 @@ from broker.process import BrokerProcess
 from broker.tools.local_cluster import LocalCluster
 from broker.tools.local_zookeeper import LocalZooKeeper
 from tests.support.clients import consume, unique_name
-from tests.support.cluster import AckedProducer, create_replicated, partition_meta, wait_full_isr
+from tests.support.cluster import (AckedProducer, assert_replicas_identical, create_replicated, partition_meta,
+                                   wait_full_isr)
 from tests.support.netns import NamespacedBroker, NetworkNamespace
 from tests.support.waiting import wait_for
 
@@ -88,11 +88,6 @@ def split_cluster(netns: NetworkNamespace, tmp_path: Path) -> Iterator[LocalClus
         zookeeper.stop()
 
 
-def _log_bytes(c: LocalCluster, broker: int, topic: str, partition: int) -> bytes:
-    d = Path(c.broker(broker).data_dir) / f"{topic}-{partition}"
-    return b"".join(p.read_bytes() for p in sorted(d.glob("*.log")))
-
-
 def _records_in(c: LocalCluster, topic: str) -> int:
     consumer = Consumer({"bootstrap.servers": c.bootstrap, "group.id": "pylog-tests-unused"})
     try:
@@ -151,6 +146,4 @@ def test_a_leader_cut_off_the_network_loses_no_acknowledged_record_and_rejoins_a
     assert len(keys) == len(set(keys)), "a record was read twice"
     assert producer.acked <= set(keys), f"{len(producer.acked - set(keys))} acknowledged records were lost"
     assert len(producer.acked) == producer.sent
-    for p in range(3):
-        wait_for(lambda: len({hashlib.sha256(_log_bytes(c, b, topic, p)).digest() for b in range(3)}) == 1,
-                 30, f"byte-identical replicas of {topic}-{p}")
+    assert_replicas_identical(c, topic, 3)

@@ -8,9 +8,7 @@ or freezes brokers brings every one of them back and waits for full ISRs before 
 from __future__ import annotations
 
 import datetime
-import hashlib
 import time
-from pathlib import Path
 from typing import Any, Iterator
 
 import pytest
@@ -22,7 +20,8 @@ from broker.log.record_builder import Record, encode_batch
 from broker.tools.local_cluster import LocalCluster
 from broker.tools.local_zookeeper import LocalZooKeeper
 from tests.support.clients import consume, unique_name
-from tests.support.cluster import AckedProducer, create_replicated, leader, partition_meta, wait_full_isr
+from tests.support.cluster import (AckedProducer, assert_replicas_identical, create_replicated, leader,
+                                   partition_meta, wait_full_isr)
 from tests.support.waiting import wait_for
 from tests.support.wire import WireClient
 
@@ -67,11 +66,6 @@ def _leader(c: LocalCluster, topic: str, partition: int = 0) -> int:
     return leader(c.bootstrap, topic, partition)
 
 
-def _log_bytes(c: LocalCluster, broker: int, topic: str, partition: int) -> bytes:
-    d = Path(c.broker(broker).data_dir) / f"{topic}-{partition}"
-    return b"".join(p.read_bytes() for p in sorted(d.glob("*.log")))
-
-
 def _producer(c: LocalCluster, **conf: Any) -> Producer:
     return Producer({"bootstrap.servers": c.bootstrap, "acks": "all", "enable.idempotence": True, "linger.ms": 2,
                      "message.timeout.ms": 60000, **conf})
@@ -101,9 +95,7 @@ def test_every_broker_serves_the_same_metadata_and_replicas_hold_identical_logs(
     assert len(acked) == 3000
     got = consume(cluster.bootstrap, topic, range(3), 3000)
     assert sorted(int(m.key()) for m in got) == list(range(3000))
-    for p in range(3):
-        wait_for(lambda: len({hashlib.sha256(_log_bytes(cluster, b, topic, p)).digest() for b in range(3)}) == 1,
-                 10, f"byte-identical replicas of {topic}-{p}")
+    assert_replicas_identical(cluster, topic, 3, timeout_s=10)
 
 
 def test_a_follower_refuses_produce_with_not_leader_or_follower(cluster: LocalCluster) -> None:
@@ -138,12 +130,6 @@ def _read_keys(c: LocalCluster, topic: str, partitions: int, count: int) -> list
     return [int(m.key()) for m in consume(c.bootstrap, topic, range(partitions), count, timeout=60)]
 
 
-def _assert_replicas_identical(c: LocalCluster, topic: str, partitions: int) -> None:
-    for p in range(partitions):
-        wait_for(lambda: len({hashlib.sha256(_log_bytes(c, b, topic, p)).digest() for b in range(3)}) == 1,
-                 30, f"byte-identical replicas of {topic}-{p}")
-
-
 def test_acked_records_survive_ten_leader_kills_exactly_once(cluster: LocalCluster) -> None:
     topic = unique_name("killloop")
     _create(cluster, topic, partitions=2)
@@ -166,7 +152,7 @@ def test_acked_records_survive_ten_leader_kills_exactly_once(cluster: LocalClust
     assert len(keys) == len(set(keys)), "a record was read twice"
     assert producer.acked <= set(keys), f"{len(producer.acked - set(keys))} acknowledged records were lost"
     assert len(producer.acked) == producer.sent
-    _assert_replicas_identical(cluster, topic, 2)
+    assert_replicas_identical(cluster, topic, 2)
 
 
 def test_a_frozen_follower_leaves_the_isr_produce_goes_on_and_it_rejoins_after_thawing(cluster: LocalCluster) -> None:
@@ -193,7 +179,7 @@ def test_a_frozen_follower_leaves_the_isr_produce_goes_on_and_it_rejoins_after_t
     assert left_after < 1.0 + 2.0, f"left the ISR {left_after:.1f}s after freezing (replica.lag.time.max.ms 1 s)"
     keys = _read_keys(cluster, topic, 1, producer.sent)
     assert sorted(keys) == list(range(producer.sent))
-    _assert_replicas_identical(cluster, topic, 1)
+    assert_replicas_identical(cluster, topic, 1)
 
 
 def _produce_one(c: LocalCluster, topic: str, acks: str, timeout_s: float = 8.0) -> Any:
@@ -304,7 +290,7 @@ def test_a_zombie_leader_gets_no_write_acknowledged_and_truncates_its_divergent_
     code = _raw_produce(cluster, zombie, topic, b"zombie write")
     assert code != 0, "a deposed leader acknowledged an acks=all write"
     _full_isr(cluster, topic)
-    _assert_replicas_identical(cluster, topic, 1)
+    assert_replicas_identical(cluster, topic, 1)
     values = [m.value() for m in consume(cluster.bootstrap, topic, [0], 3, timeout=10)]
     assert values == [b"before", b"after"], values
 
@@ -370,7 +356,7 @@ def test_a_deleted_and_recreated_topic_holds_only_its_new_records_on_every_broke
         producer.produce(topic, value=b"new")
     assert producer.flush(30) == 0
     assert [m.value() for m in consume(cluster.bootstrap, topic, [0], 6, timeout=8)] == [b"new"] * 5
-    _assert_replicas_identical(cluster, topic, 1)
+    assert_replicas_identical(cluster, topic, 1)
 
 
 def test_added_partitions_get_leaders_and_replicas(cluster: LocalCluster) -> None:
@@ -386,7 +372,7 @@ def test_added_partitions_get_leaders_and_replicas(cluster: LocalCluster) -> Non
     for p in range(3):
         producer.produce(topic, value=b"p%d" % p, partition=p)
     assert producer.flush(30) == 0
-    _assert_replicas_identical(cluster, topic, 3)
+    assert_replicas_identical(cluster, topic, 3)
 
 
 def test_a_topic_config_change_reaches_every_replica(cluster: LocalCluster) -> None:

@@ -1,14 +1,17 @@
 """Helpers for tests against a `LocalCluster` (real ZooKeeper, several `pylog broker` processes):
-an acks=all idempotent producer thread that remembers every acknowledged key, and metadata lookups
-(leader, ISR) through confluent-kafka's admin client."""
+an acks=all idempotent producer thread that remembers every acknowledged key, metadata lookups
+(leader, ISR) through confluent-kafka's admin client, and the byte-identical-replicas check."""
 from __future__ import annotations
 
+import hashlib
 import threading
+from pathlib import Path
 from typing import Any
 
 from confluent_kafka import Producer
 from confluent_kafka.admin import AdminClient, NewTopic
 
+from broker.tools.local_cluster import LocalCluster
 from tests.support.waiting import wait_for
 
 
@@ -34,6 +37,19 @@ def wait_full_isr(bootstrap: str, topic: str, partitions: int, replicas: int = 3
     wait_for(lambda: all(len(m.isrs) == replicas and m.leader >= 0
                          for m in partition_meta(bootstrap, topic).values()) and
              len(partition_meta(bootstrap, topic)) == partitions, timeout_s, f"all of {topic}'s replicas in sync")
+
+
+def log_bytes(c: LocalCluster, broker: int, topic: str, partition: int) -> bytes:
+    """Every segment file of one replica, in offset order, as stored on that broker's disk."""
+    d = Path(c.broker(broker).data_dir) / f"{topic}-{partition}"
+    return b"".join(p.read_bytes() for p in sorted(d.glob("*.log")))
+
+
+def assert_replicas_identical(c: LocalCluster, topic: str, partitions: int, timeout_s: float = 30) -> None:
+    """Wait until the three replicas of each partition hold byte-identical logs."""
+    for p in range(partitions):
+        wait_for(lambda: len({hashlib.sha256(log_bytes(c, b, topic, p)).digest() for b in range(3)}) == 1,
+                 timeout_s, f"byte-identical replicas of {topic}-{p}")
 
 
 class AckedProducer(threading.Thread):
