@@ -127,6 +127,8 @@ BROKER_SETTINGS: dict[str, tuple[Any, Callable[[Any], Any], str]] = {
     "zookeeper.session.timeout.ms": (18000, _int, "ZooKeeper session timeout: a broker silent this long is dead."),
     "zookeeper.connection.timeout.ms": (None, _int, "Wait this long for a ZooKeeper session at start "
                                         "(default: zookeeper.session.timeout.ms)."),
+    "controller.socket.timeout.ms": (30000, _int, "The controller gives up waiting for a broker's answer after this "
+                                    "long and sends the request again."),
     "replica.lag.time.max.ms": (30000, _int, "A follower that has not caught up for this long leaves the ISR."),
     "replica.fetch.wait.max.ms": (500, _int, "Longest a follower's fetch waits at the leader for new data."),
     "replica.fetch.max.bytes": (1048576, _int, "Bytes a follower asks for per partition per fetch."),

@@ -10,6 +10,10 @@ Ordering (Kafka's rule): responses leave in request order. Synchronous handlers 
 read callback, with no task. A handler that returns an awaitable (a fetch long-poll, a group join)
 gets one task; frames that arrive meanwhile are copied into a queue and run after it.
 
+In cluster mode a broker that has not yet heard from the controller (its first UpdateMetadata)
+holds client requests, in order, for up to `CLUSTER_READY_WAIT_S`: before that it knows neither the
+live brokers nor its roles. ApiVersions and the controller's own requests are never held.
+
 A frame over `socket.request.max.bytes`, a malformed request, an unsupported API key or a
 failing handler closes this connection only, with one warning per condition per minute (a flood
 of bad requests cannot flood the log). Never touches storage except through handlers and the file
@@ -27,7 +31,7 @@ from collections import deque
 from typing import TYPE_CHECKING, Any, Awaitable, Iterable
 
 from broker.apis.api_versions import unsupported_version_response
-from broker.apis.registry import supported
+from broker.apis.registry import CONTROLLER_API_TABLE, supported
 from broker.context import CLIENT_HOST
 from broker.log.fetch_slice import FetchSlice
 from broker.protocol.framing import FrameError, FrameReceiver
@@ -47,6 +51,7 @@ if TYPE_CHECKING:
 
 log = quiet(logging.getLogger(__name__))
 
+CLUSTER_READY_WAIT_S = 30.0        # longest a client request waits for a joining broker's first word from the controller
 MAX_QUEUED_FRAMES = 256             # stop reading while this many requests wait behind an async one
 SMALL_REGION_BYTES = 64 * 1024      # fetch data below this is copied with pread instead of sendfile
 
@@ -67,6 +72,7 @@ class Connection(asyncio.BufferedProtocol):
         self._queue: deque[tuple[bytes | memoryview, int]] = deque()   # (frame, reserved bytes) behind the async request
         self._task: asyncio.Task[None] | None = None
         self._pending: Awaitable[Any] | None = None   # the async handler's awaitable that _task runs
+        self._waited_for_cluster = False             # cluster mode: requests were held once until the controller spoke
         self._out: list[Any] = []                # response bytes gathered during this pass
         self._backlog: list[Any] = []            # chunks waiting behind a slow sendfile
         self._send_task: asyncio.Task[None] | None = None
@@ -206,13 +212,19 @@ class Connection(asyncio.BufferedProtocol):
             log.warning("closing connection %s: %s", self.peer, e)
             self.close()
             return
-        api = supported(api_key, version)
+        node = ctx.replicas.cluster
+        api = supported(api_key, version, node is not None)
         if api is None:
             if api_key == API_VERSIONS_KEY:
-                self._out.append(encode_response(api_key, correlation_id, unsupported_version_response()))
+                self._out.append(encode_response(api_key, correlation_id,
+                                                 unsupported_version_response(node is not None)))
                 return
             log.warning("closing connection %s: unsupported API key %d version %d", self.peer, api_key, version)
             self.close()
+            return
+        if (node is not None and not self._waited_for_cluster and not node.ready.is_set()
+                and api_key != API_VERSIONS_KEY and api_key not in CONTROLLER_API_TABLE):
+            self._task = asyncio.get_running_loop().create_task(self._when_cluster_ready(bytes(frame)))
             return
         if api_key != PRODUCE_KEY and not isinstance(frame, bytes):
             frame = bytes(frame)     # kio reads read-only buffers; only Produce keeps views of the frame
@@ -257,6 +269,26 @@ class Connection(asyncio.BufferedProtocol):
         self._task = None
         try:
             self._respond(api_key, correlation_id, result)
+            while self._queue and self._task is None and not self._closing:
+                self._run(*self._queue.popleft())
+            self._flush()
+            self._update_reading()
+        except Exception:  # noqa: BLE001
+            log.exception("connection %s failed", self.peer)
+            self.close()
+
+    async def _when_cluster_ready(self, frame: bytes) -> None:
+        """Run `frame` (and what queued behind it) once the controller has spoken, or after the wait."""
+        node = self.server.ctx.replicas.cluster if self.server.ctx is not None else None
+        deadline = time.monotonic() + CLUSTER_READY_WAIT_S
+        while node is not None and not node.ready.is_set() and time.monotonic() < deadline and not self._closing:
+            await asyncio.sleep(0.05)
+        self._waited_for_cluster = True
+        self._task = None
+        if self._closing:
+            return
+        try:
+            self._run(frame, 0)
             while self._queue and self._task is None and not self._closing:
                 self._run(*self._queue.popleft())
             self._flush()

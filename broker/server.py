@@ -21,7 +21,7 @@ import uuid
 from pathlib import Path
 
 from broker import dynamic_configs
-from broker.apis.registry import API_TABLE
+from broker.apis.registry import apis
 from broker.cluster.cluster_node import ClusterNode, node_settings
 from broker.cluster.cluster_view import ClusterView
 from broker.cluster.producer_ids import ProducerIdManager
@@ -111,10 +111,10 @@ class BrokerServer:
         self._cleaner = LogCleaner(logs, enabled=cfg["log.cleaner.enable"], backoff_ms=cfg["log.cleaner.backoff.ms"])
         groups = GroupService(cfg, replicas, time.time, cluster=bool(cfg["zookeeper.connect"]))
         groups.startup()
-        preload_schemas((a.key, v) for a in API_TABLE.values() for v in range(a.min_version, a.max_version + 1))
+        preload_schemas((a.key, v) for a in apis(cluster=True).values() for v in range(a.min_version, a.max_version + 1))
         loop = asyncio.get_running_loop()
-        # bound now (the port goes into the cluster registration), accepting only once ready: a broker
-        # joining a cluster serves nothing before it knows its roles
+        # bound now (the port goes into the cluster registration), accepting once the services exist; a broker
+        # joining a cluster then answers clients only once the controller has told it the cluster's state
         self._server = await loop.create_server(
             lambda: Connection(self), host=cfg["host.name"], port=cfg["port"], backlog=1024, start_serving=False
         )
@@ -138,6 +138,8 @@ class BrokerServer:
                                              cfg["min.incremental.fetch.session.eviction.ms"]),
         )
         await self._server.start_serving()
+        if self.cluster is not None:
+            await self._await_controller(self.cluster)
         self._housekeeping = asyncio.create_task(self._housekeeping_loop())
         log.info(
             "pylog broker %d listening on %s:%d, data in %s, %d partitions, started in %.2fs",
@@ -145,7 +147,7 @@ class BrokerServer:
         )
 
     async def _join_cluster(self, replicas: ReplicaManager, groups: GroupService) -> ClusterNode:
-        """Cluster mode: register in ZooKeeper, follow the cluster view, take partition roles from it."""
+        """Cluster mode: register in ZooKeeper and follow the cluster view; roles arrive from the controller."""
         cfg = self.config
         loop = asyncio.get_running_loop()
         pending = False
@@ -171,9 +173,19 @@ class BrokerServer:
         replicas.attach_cluster(node, replication)
         replication.start()
         apply_view()
-        log.info("broker %d joined the cluster at %s (%d live brokers, controller %d)", cfg["broker.id"],
-                 cfg["zookeeper.connect"], len(node.view.brokers), node.view.controller_id)
+        log.info("broker %d registered in the cluster at %s", cfg["broker.id"], cfg["zookeeper.connect"])
         return node
+
+    async def _await_controller(self, node: ClusterNode) -> None:
+        """Wait for the controller's first UpdateMetadata (client requests wait for it too, in `Connection`)."""
+        timeout_s = self.config["zookeeper.session.timeout.ms"] / 1000.0 + 10.0
+        if await asyncio.to_thread(node.ready.wait, timeout_s):
+            log.info("broker %d: the controller (broker %d) sent the cluster's state: %d live brokers, %d partition "
+                     "states", self.config["broker.id"], node.view.controller_id, len(node.view.brokers),
+                     len(node.view.states))
+        else:
+            log.warning("broker %d: no word from a controller after %.0fs; serving what ZooKeeper shows",
+                        self.config["broker.id"], timeout_s)
 
     async def controlled_shutdown(self) -> None:
         """Cluster mode, controlled.shutdown.enable: move this broker's leaderships away before stopping."""

@@ -1,6 +1,6 @@
 """The table of implemented APIs: key, name, version range and handler. ApiVersions reports it.
 
-A handler is `handler(ctx, request) -> response entity | Awaitable[...] | None` (None: no response,
+`CONTROLLER_API_TABLE` adds the controller's requests in cluster mode. A handler is `handler(ctx, request) -> response entity | Awaitable[...] | None` (None: no response,
 as for acks=0 produce). Version ranges are the ones whose fields the handlers honour.
 """
 from __future__ import annotations
@@ -9,7 +9,7 @@ from dataclasses import dataclass
 from typing import Any, Callable
 
 from broker.apis import admin_configs, admin_topics, api_versions, fetch, list_offsets, metadata, produce, producer_id
-from broker.apis import groups, leader_epochs, log_dirs, offsets
+from broker.apis import controller_requests, groups, leader_epochs, log_dirs, offsets
 
 
 @dataclass(frozen=True)
@@ -54,8 +54,25 @@ API_TABLE: dict[int, Api] = {
 }
 
 
-def supported(api_key: int, version: int) -> Api | None:
-    api = API_TABLE.get(api_key)
+# The ZooKeeper-mode controller's requests to brokers: served and advertised in cluster mode only, at the
+# version Kafka 3.9 sends (broker/protocol/controller_schemas.py)
+CONTROLLER_API_TABLE: dict[int, Api] = {
+    a.key: a
+    for a in [
+        Api(4, "LeaderAndIsr", 7, 7, controller_requests.handle_leader_and_isr),
+        Api(5, "StopReplica", 4, 4, controller_requests.handle_stop_replica),
+        Api(6, "UpdateMetadata", 8, 8, controller_requests.handle_update_metadata),
+    ]
+}
+
+
+def apis(cluster: bool) -> dict[int, Api]:
+    """Every API this broker serves: the client APIs, and in cluster mode the controller's."""
+    return {**API_TABLE, **CONTROLLER_API_TABLE} if cluster else API_TABLE
+
+
+def supported(api_key: int, version: int, cluster: bool = False) -> Api | None:
+    api = apis(cluster).get(api_key)
     if api is None or not api.min_version <= version <= api.max_version:
         return None
     return api

@@ -13,6 +13,10 @@ controller) makes, in Kafka's layout:
   leader saw, plus an `/isr_change_notification` entry, as Kafka's ZooKeeper-mode leaders did;
 - producer id blocks from `/latest_producer_id_block` (Kafka's JSON, a conditional write per block),
   so no two brokers hand out the same producer id;
+- the controller's requests to this broker (LeaderAndIsr, UpdateMetadata, StopReplica) are applied
+  to its view here, fenced by controller epoch and by this broker's registration epoch
+  (`role_requests`); `ready` is set once the first UpdateMetadata arrived: until then the broker
+  knows neither the live brokers nor its roles;
 - controlled shutdown: asks the controller (a `/pylog/controlled_shutdown/<id>` request node) to move
   this broker's leaderships away, and waits until the view shows it leads nothing.
 
@@ -22,6 +26,7 @@ from __future__ import annotations
 
 import json
 import logging
+import threading
 import time
 from typing import Any, Callable, Mapping
 
@@ -29,12 +34,21 @@ from kazoo.exceptions import BadVersionError, NodeExistsError, NoNodeError
 
 from broker.cluster import zk_layout
 from broker.cluster.assignment import assign_replicas
-from broker.cluster.cluster_view import ClusterView, ClusterWatcher
+from broker.cluster import role_requests
+from broker.cluster.cluster_view import ClusterView, ClusterWatcher, TopicPartition
 from broker.cluster.controller import ClusterController, create_topic, request_topic_deletion
 from broker.cluster.controller_election import ControllerElection
 from broker.cluster.membership import BrokerMembership
 from broker.cluster.zk_client import ZkClient
 from broker.cluster.zk_layout import BrokerRegistration, PartitionState, TopicAssignment
+from broker.protocol.controller_schemas import (
+    LeaderAndIsrRequest,
+    LeaderAndIsrResponse,
+    StopReplicaRequest,
+    StopReplicaResponse,
+    UpdateMetadataRequest,
+    UpdateMetadataResponse,
+)
 from broker.errors import (
     InvalidPartitionsError,
     InvalidReplicationFactorError,
@@ -49,16 +63,19 @@ PRODUCER_ID_BLOCK_SIZE = 1000
 class ClusterNode:
     def __init__(self, zk_connect: str, broker_id: int, host: str, port: int, *,
                  session_timeout_ms: int, connection_timeout_ms: int | None, unclean_leader_election: bool,
-                 auto_leader_rebalance: bool, leader_imbalance_check_s: int,
+                 auto_leader_rebalance: bool, leader_imbalance_check_s: int, controller_socket_timeout_ms: int,
                  on_view: Callable[[ClusterView], None]) -> None:
         self.broker_id = broker_id
         self.zk = ZkClient(zk_connect, session_timeout_ms, connection_timeout_ms)
         self.membership = BrokerMembership(self.zk, BrokerRegistration(broker_id, host, port))
         self.watcher = ClusterWatcher(self.zk, on_view)
+        self.membership.on_epoch = self.watcher.set_broker_epoch
+        self.ready = threading.Event()
         self.election = ControllerElection(self.zk, broker_id)
         self.controller = ClusterController(self.zk, self.election, unclean_leader_election=unclean_leader_election,
                                             auto_leader_rebalance=auto_leader_rebalance,
-                                            leader_imbalance_check_s=leader_imbalance_check_s)
+                                            leader_imbalance_check_s=leader_imbalance_check_s,
+                                            socket_timeout_ms=controller_socket_timeout_ms)
         self.election._on_elected = self.controller.start
         self.election._on_resigned = self.controller.stop
 
@@ -79,6 +96,24 @@ class ClusterNode:
             self.zk.stop()
         except Exception:   # noqa: BLE001 - a ZooKeeper already gone must not fail shutdown
             log.debug("closing the ZooKeeper session failed", exc_info=True)
+
+    # ------------------------------------------------------------ the controller's requests
+
+    def on_leader_and_isr(self, req: LeaderAndIsrRequest) -> LeaderAndIsrResponse:
+        return self.watcher.update_from_controller(lambda v, f: role_requests.apply_leader_and_isr(v, f, req))
+
+    def on_update_metadata(self, req: UpdateMetadataRequest) -> UpdateMetadataResponse:
+        response = self.watcher.update_from_controller(lambda v, f: role_requests.apply_update_metadata(v, f, req))
+        if response.error_code == 0:
+            self.ready.set()
+        return response
+
+    def on_stop_replica(self, req: StopReplicaRequest) -> tuple[StopReplicaResponse, list[tuple[TopicPartition, bool]]]:
+        def apply(v: ClusterView, f: role_requests.Fence) -> tuple[ClusterView, role_requests.Fence, tuple[
+                StopReplicaResponse, list[tuple[TopicPartition, bool]]]]:
+            view, fence, response, stopped = role_requests.apply_stop_replica(v, f, req)
+            return view, fence, (response, stopped)
+        return self.watcher.update_from_controller(apply)
 
     # ------------------------------------------------------------ admin
 
@@ -228,4 +263,5 @@ def node_settings(config: Any) -> dict[str, Any]:
         "unclean_leader_election": config["unclean.leader.election.enable"],
         "auto_leader_rebalance": config["auto.leader.rebalance.enable"],
         "leader_imbalance_check_s": config["leader.imbalance.check.interval.seconds"],
+        "controller_socket_timeout_ms": config["controller.socket.timeout.ms"],
     }

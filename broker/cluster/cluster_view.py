@@ -1,15 +1,21 @@
 """What every broker of a cluster knows of it: live brokers, the controller, topics, partition states.
 
-Owns each broker's copy of the cluster metadata, kept from ZooKeeper watches (Kafka's brokers get
-the same from the controller's UpdateMetadata and LeaderAndIsr requests; pylog's read the znodes the
-fenced controller writes, which carry the same facts and the same epochs):
+Owns each broker's copy of the cluster metadata (Kafka's MetadataCache, ZooKeeper mode), from two
+sources:
 
-- `ClusterView` is an immutable snapshot; readers never see a half-applied change;
-- `ClusterWatcher` follows `/brokers/ids`, `/controller`, `/brokers/topics`, each topic's assignment,
-  its config and each partition's state, and calls `on_change(view)` (on kazoo's thread) after every
-  change, with the whole new view. Callers hand it to their own thread or loop;
-- a partition state carries its znode version: a leader changes its ISR with a write conditional on
-  that version (Kafka's ZooKeeper mode), so a leader acting on a stale state changes nothing.
+- the controller's requests on the wire (`update_from_controller`, given the pure appliers of
+  `role_requests`): the live brokers, the controller, and every partition's leader, epoch and ISR
+  (LeaderAndIsr for the partitions this broker replicates, UpdateMetadata for all). The fence (the
+  newest controller epoch accepted, this broker's registration epoch) is kept beside the view;
+- ZooKeeper watches (`ClusterWatcher`): `/brokers/topics` (each topic's assignment and topic id)
+  and `/config/topics/<t>`, as Kafka's brokers follow configs from ZooKeeper. A topic leaving
+  `/brokers/topics` is how a broker learns its data may be deleted.
+
+`ClusterView` is an immutable snapshot; readers never see a half-applied change. After every
+change `on_change(view)` is called with the whole new view (on kazoo's thread or the caller's);
+callers hand it to their own thread or loop. A partition state carries its znode version (the
+partition epoch): a leader changes its ISR with a write conditional on that version (Kafka's
+ZooKeeper mode), so a leader acting on a stale state changes nothing.
 
 Never writes to ZooKeeper.
 """
@@ -18,19 +24,19 @@ from __future__ import annotations
 import logging
 import threading
 from dataclasses import dataclass, field, replace
-from typing import Any, Callable, Mapping
+from typing import Any, Callable, Mapping, TypeVar
 
-from kazoo.exceptions import NoNodeError
+from kio.schema.errors import ErrorCode
 from kazoo.recipe.watchers import ChildrenWatch, DataWatch
 
 from broker.cluster import zk_layout
-from broker.cluster.membership import read_registrations
 from broker.cluster.zk_client import ZkClient
 from broker.cluster.zk_layout import BrokerRegistration, PartitionState, TopicAssignment, ZkDataError
 
 log = logging.getLogger(__name__)
 
 TopicPartition = tuple[str, int]
+R = TypeVar("R")
 
 
 @dataclass(frozen=True)
@@ -38,6 +44,20 @@ class StateVersion:
     """A partition's state and the version of its znode (the fence for ISR changes)."""
     state: PartitionState
     zk_version: int
+
+
+@dataclass(frozen=True)
+class Fence:
+    """The newest controller epoch a broker has accepted, and the broker's own registration epoch."""
+    controller_epoch: int = -1
+    broker_epoch: int = -1
+
+    def check(self, controller_epoch: int, broker_epoch: int) -> ErrorCode:
+        if controller_epoch < self.controller_epoch:
+            return ErrorCode.stale_controller_epoch
+        if broker_epoch != -1 and self.broker_epoch != -1 and broker_epoch < self.broker_epoch:
+            return ErrorCode.stale_broker_epoch
+        return ErrorCode.none
 
 
 @dataclass(frozen=True)
@@ -75,8 +95,8 @@ class ClusterWatcher:
         self._on_change = on_change
         self._lock = threading.Lock()
         self._view = ClusterView()
+        self._fence = Fence()
         self._topic_watched: set[str] = set()
-        self._partition_watched: set[TopicPartition] = set()
 
     @property
     def view(self) -> ClusterView:
@@ -84,30 +104,28 @@ class ClusterWatcher:
             return self._view
 
     def start(self) -> None:
-        kazoo = self.zk.kazoo
-        ChildrenWatch(kazoo, zk_layout.BROKER_IDS, self._on_brokers)
-        DataWatch(kazoo, zk_layout.CONTROLLER, self._on_controller)
-        ChildrenWatch(kazoo, zk_layout.TOPICS, self._on_topics)
+        ChildrenWatch(self.zk.kazoo, zk_layout.TOPICS, self._on_topics)
+
+    def update_from_controller(self, apply: Callable[[ClusterView, Fence], tuple[ClusterView, Fence, R]]) -> R:
+        """Apply a controller request, `apply(view, fence) -> (view, fence, result)`, under the lock; the result."""
+        with self._lock:
+            view, self._fence, result = apply(self._view, self._fence)
+            changed = view is not self._view
+            self._view = view
+        if changed:
+            self._on_change(view)
+        return result
+
+    def set_broker_epoch(self, broker_epoch: int) -> None:
+        """This broker registered anew (a new session): requests for older registrations are stale."""
+        with self._lock:
+            self._fence = replace(self._fence, broker_epoch=broker_epoch)
 
     def _update(self, **changes: Any) -> None:
         with self._lock:
             self._view = replace(self._view, **changes)
             view = self._view
         self._on_change(view)
-
-    # ------------------------------------------------------------ brokers and controller
-
-    def _on_brokers(self, children: list[str]) -> None:
-        self._update(brokers=read_registrations(self.zk, children))
-
-    def _on_controller(self, data: bytes | None, stat: Any) -> None:
-        controller = -1
-        if stat is not None:
-            try:
-                controller = zk_layout.decode_controller(data)
-            except ZkDataError as e:
-                log.warning("%s", e)
-        self._update(controller_id=controller)
 
     # ------------------------------------------------------------ topics and partitions
 
@@ -126,7 +144,6 @@ class ClusterWatcher:
 
     def _drop_topics(self, gone: set[str]) -> None:
         with self._lock:
-            self._partition_watched = {tp for tp in self._partition_watched if tp[0] not in gone}
             view = self._view
             topics = {t: a for t, a in view.topics.items() if t not in gone}
             configs = {t: c for t, c in view.configs.items() if t not in gone}
@@ -147,11 +164,7 @@ class ClusterWatcher:
                 return True
             with self._lock:
                 topics = {**self._view.topics, topic: assignment}
-                new = [(topic, p) for p in assignment.partitions if (topic, p) not in self._partition_watched]
-                self._partition_watched.update(new)
             self._update(topics=topics)
-            for tp in new:
-                DataWatch(self.zk.kazoo, zk_layout.partition_state_path(*tp), self._state_watch(tp))
             return True
         return watch
 
@@ -170,26 +183,5 @@ class ClusterWatcher:
             with self._lock:
                 configs = {**self._view.configs, topic: config}
             self._update(configs=configs)
-            return True
-        return watch
-
-    def _state_watch(self, tp: TopicPartition) -> Callable[[bytes | None, Any], bool]:
-        def watch(data: bytes | None, stat: Any) -> bool:
-            with self._lock:
-                if tp not in self._partition_watched:
-                    return False
-            if stat is None:
-                with self._lock:
-                    states = {k: v for k, v in self._view.states.items() if k != tp}
-                self._update(states=states)
-                return True        # not created yet (the controller writes it soon) or deleted
-            try:
-                state = PartitionState.decode(tp[0], tp[1], data)
-            except ZkDataError as e:
-                log.error("%s", e)
-                return True
-            with self._lock:
-                states = {**self._view.states, tp: StateVersion(state, stat.version)}
-            self._update(states=states)
             return True
         return watch

@@ -14,8 +14,15 @@ ZooKeeper-mode controller (KafkaController) does:
   leaves the ISRs) except where no other ISR replica is live, where it keeps leading;
 - preferred leaders (`auto.leader.rebalance.enable`): every `leader.imbalance.check.interval.seconds`
   a partition whose first assigned replica is live and in sync moves its leadership back there;
-- ISR change notifications (`/isr_change_notification`) are consumed: brokers follow the state
-  znodes themselves, so the controller only deletes them, as Kafka's does after propagating;
+- ISR change notifications (`/isr_change_notification`): the named partitions' states are read
+  again and sent to every broker in UpdateMetadata, then the notifications are deleted, as Kafka's;
+- brokers learn all of this on the wire (`controller_channel`, requests built by `role_requests`):
+  every partition whose state the controller wrote or read anew goes out as LeaderAndIsr to its live
+  replicas when its leader or leader epoch changed, and as UpdateMetadata to every live broker; a
+  broker that joins, or registers anew after losing its session (a new broker epoch), first gets a
+  full LeaderAndIsr of everything it replicates and a full UpdateMetadata; a new controller term
+  starts with nothing known, so it sends every state it reads; a deleted topic's partitions get
+  StopReplica (delete) at their replicas and leader -2 in UpdateMetadata;
 - a leader's ISR write can race with a controller write on the same state znode; the loser sees
   the new version and the controller reads the state again (a few attempts);
 - every write goes through `ControllerElection.commit_fenced` with the token this controller was
@@ -40,10 +47,21 @@ from kazoo.recipe.watchers import ChildrenWatch, DataWatch
 
 from broker.cluster import zk_layout
 from broker.cluster.assignment import assign_replicas
+from broker.cluster.controller_channel import BrokerAddress, ControllerChannel
 from broker.cluster.controller_election import ControllerElection, ControllerMovedError, ControllerToken
 from broker.cluster.leader_election import initial_state, next_state
+from broker.cluster.membership import read_live_brokers
+from broker.cluster.role_requests import ControllerStamp, PartitionInfo, leader_and_isr, stop_replica, update_metadata
 from broker.cluster.zk_client import ZkClient
-from broker.cluster.zk_layout import PartitionState, TopicAssignment, ZkDataError
+from broker.cluster.zk_layout import BrokerRegistration, PartitionState, TopicAssignment, ZkDataError
+from broker.protocol.controller_schemas import (
+    LEADER_AND_ISR,
+    LEADER_AND_ISR_VERSION,
+    STOP_REPLICA,
+    STOP_REPLICA_VERSION,
+    UPDATE_METADATA,
+    UPDATE_METADATA_VERSION,
+)
 from broker.errors import TopicAlreadyExistsError
 
 log = logging.getLogger(__name__)
@@ -78,7 +96,8 @@ class ClusterController:
     """Runs on the controller only: `start(token)` when elected, `stop()` when it resigns."""
 
     def __init__(self, zk: ZkClient, election: ControllerElection, *, unclean_leader_election: bool = False,
-                 auto_leader_rebalance: bool = False, leader_imbalance_check_s: float = 300.0) -> None:
+                 auto_leader_rebalance: bool = False, leader_imbalance_check_s: float = 300.0,
+                 socket_timeout_ms: int = 30000) -> None:
         self.zk = zk
         self.election = election
         self.unclean = unclean_leader_election
@@ -88,6 +107,10 @@ class ClusterController:
         self._events: "queue.Queue[tuple[str, Any] | None]" = queue.Queue()
         self._token: ControllerToken | None = None
         self._live: set[int] = set()
+        self._registrations: dict[int, BrokerRegistration] = {}
+        self._known: dict[tuple[str, int], PartitionInfo] = {}     # what the brokers were last sent
+        self._channel: ControllerChannel | None = None
+        self.socket_timeout_s = socket_timeout_ms / 1000.0
         self._assignments: dict[str, TopicAssignment] = {}
         self._watched: set[str] = set()   # topics with a data watch in this term
         self._thread: threading.Thread | None = None
@@ -100,6 +123,12 @@ class ClusterController:
         generation = self._generation
         self._token = token
         self._watched = set()
+        self._live = set()
+        self._registrations = {}
+        self._known = {}
+        if self._channel is not None:
+            self._channel.stop()
+        self._channel = ControllerChannel(token.broker_id, self.socket_timeout_s)
         self._thread = threading.Thread(target=self._run, name=f"controller-epoch-{token.epoch}", daemon=True)
         self._thread.start()
         kazoo = self.zk.kazoo
@@ -126,6 +155,8 @@ class ClusterController:
         self._generation += 1
         self._token = None
         self._events.put(None)
+        if self._channel is not None:
+            self._channel.stop()
 
     def wait_idle(self, timeout_s: float = 10.0) -> None:
         """Block until every queued event has been handled (for tests and orderly shutdown)."""
@@ -169,9 +200,32 @@ class ClusterController:
         self._update_partitions(list(self._assignments))
 
     def _on_isr_changes(self, names: list[str]) -> None:
+        kazoo = self.zk.kazoo
+        changed: set[tuple[str, int]] = set()
+        for name in names:
+            path = f"{zk_layout.ISR_CHANGES}/{name}"
+            try:
+                data, _ = kazoo.get(path)
+                changed.update(zk_layout.decode_isr_change(path, data))
+            except NoNodeError:
+                continue
+            except ZkDataError as e:
+                log.warning("%s", e)
+        infos: dict[tuple[str, int], PartitionInfo] = {}
+        for topic, p in sorted(changed):
+            assignment = self._assignments.get(topic)
+            if assignment is None or p not in assignment.partitions:
+                continue
+            try:
+                data, stat = kazoo.get(zk_layout.partition_state_path(topic, p))
+                infos[(topic, p)] = PartitionInfo(PartitionState.decode(topic, p, data), stat.version,
+                                                  tuple(assignment.partitions[p]), assignment.topic_id)
+            except (NoNodeError, ZkDataError):
+                continue
+        self._publish(infos)
         for name in names:
             try:
-                self.zk.kazoo.delete(f"{zk_layout.ISR_CHANGES}/{name}")
+                kazoo.delete(f"{zk_layout.ISR_CHANGES}/{name}")
             except NoNodeError:
                 pass
 
@@ -179,12 +233,57 @@ class ClusterController:
         self._update_partitions(list(self._assignments), preferred=True)
 
     def _on_brokers(self, ids: list[str]) -> None:
-        live = {int(i) for i in ids if i.isdigit()}
-        if live == self._live:
+        registered = read_live_brokers(self.zk, ids)
+        live = set(registered)
+        assert self._channel is not None
+        fresh = self._channel.set_brokers({b: BrokerAddress(b, reg.host, reg.port, epoch)
+                                           for b, (reg, epoch) in registered.items()})
+        self._registrations = {b: reg for b, (reg, _) in registered.items()}
+        if live == self._live and not fresh:
             return
-        log.info("live brokers: %s (were %s)", sorted(live), sorted(self._live))
+        log.info("live brokers: %s (were %s; new registrations: %s)", sorted(live), sorted(self._live), fresh)
         self._live = live
         self._update_partitions(list(self._assignments))
+        stamp = self._stamp()
+        if stamp is None:
+            return
+        for b in fresh:       # joined, or registered anew: everything it replicates, then all metadata
+            theirs = {tp: info for tp, info in self._known.items() if b in info.replicas}
+            self._channel.send(b, LEADER_AND_ISR, LEADER_AND_ISR_VERSION,
+                               leader_and_isr(stamp, self._channel.epoch(b), theirs, self._registrations, full=True))
+            self._channel.send(b, UPDATE_METADATA, UPDATE_METADATA_VERSION,
+                               update_metadata(stamp, self._channel.epoch(b), self._known, self._registrations))
+        for b in sorted(live - set(fresh)):        # the others: the new set of live brokers
+            self._channel.send(b, UPDATE_METADATA, UPDATE_METADATA_VERSION,
+                               update_metadata(stamp, self._channel.epoch(b), {}, self._registrations))
+
+    # ------------------------------------------------------------ telling the brokers
+
+    def _stamp(self) -> ControllerStamp | None:
+        token = self._token
+        return ControllerStamp(token.broker_id, token.epoch) if token is not None else None
+
+    def _publish(self, infos: dict[tuple[str, int], PartitionInfo]) -> None:
+        """Send the brokers what changed in `infos` since they were last told: LeaderAndIsr to the live
+        replicas of partitions with a new leader or epoch, UpdateMetadata to every live broker."""
+        stamp, channel = self._stamp(), self._channel
+        changed = {tp: info for tp, info in infos.items() if self._known.get(tp) != info}
+        if stamp is None or channel is None or not changed:
+            return
+        roles: dict[int, dict[tuple[str, int], PartitionInfo]] = {}
+        for tp, info in changed.items():
+            old = self._known.get(tp)
+            if old is None or (old.state.leader, old.state.leader_epoch) != (info.state.leader, info.state.leader_epoch):
+                for b in info.replicas:
+                    if b in self._live:
+                        roles.setdefault(b, {})[tp] = info
+            self._known[tp] = info
+        for b, theirs in sorted(roles.items()):
+            channel.send(b, LEADER_AND_ISR, LEADER_AND_ISR_VERSION,
+                         leader_and_isr(stamp, channel.epoch(b), theirs, self._registrations))
+        for b in sorted(self._live):
+            channel.send(b, UPDATE_METADATA, UPDATE_METADATA_VERSION,
+                         update_metadata(stamp, channel.epoch(b), changed, self._registrations))
 
     def _on_topics(self, topics: list[str]) -> None:
         for topic in topics:
@@ -195,6 +294,7 @@ class ClusterController:
             if topic not in topics:
                 self._watched.discard(topic)
                 self._assignments.pop(topic, None)
+                self._tell_deleted([tp for tp in self._known if tp[0] == topic])
 
     def _topic_watch(self, topic: str, generation: int) -> Callable[[bytes | None, Any], bool]:
         def watch(data: bytes | None, stat: Any) -> bool:
@@ -219,6 +319,7 @@ class ClusterController:
     def _on_delete(self, topics: list[str]) -> None:
         kazoo = self.zk.kazoo
         for topic in topics:
+            gone = [tp for tp in self._known if tp[0] == topic]
             paths = [zk_layout.topic_path(topic), zk_layout.topic_config_path(topic)]
             for path in paths:
                 try:
@@ -227,11 +328,28 @@ class ClusterController:
                     pass
             self._assignments.pop(topic, None)
             self._watched.discard(topic)
+            self._tell_deleted(gone)
             try:
                 kazoo.delete(zk_layout.delete_topic_path(topic))
             except NoNodeError:
                 pass
             log.info("topic %s deleted", topic)
+
+    def _tell_deleted(self, gone: list[tuple[str, int]]) -> None:
+        """StopReplica (delete) to the live replicas of `gone`, and leader -2 for them in every broker's metadata."""
+        stamp, channel = self._stamp(), self._channel
+        if stamp is None or channel is None or not gone:
+            return
+        replicas: dict[int, list[tuple[str, int]]] = {}
+        for tp in gone:
+            for b in self._known.pop(tp).replicas:
+                if b in self._live:
+                    replicas.setdefault(b, []).append(tp)
+        for b, tps in sorted(replicas.items()):
+            channel.send(b, STOP_REPLICA, STOP_REPLICA_VERSION, stop_replica(stamp, channel.epoch(b), tps, delete=True))
+        for b in sorted(self._live):
+            channel.send(b, UPDATE_METADATA, UPDATE_METADATA_VERSION,
+                         update_metadata(stamp, channel.epoch(b), {}, self._registrations, deleted=gone))
 
     # ------------------------------------------------------------ partition states
 
@@ -258,6 +376,7 @@ class ClusterController:
             return
         creates: list[tuple[int, PartitionState]] = []
         updates: list[tuple[int, PartitionState, int]] = []
+        current_infos: dict[tuple[str, int], PartitionInfo] = {}
         # every partition's state read at once (pipelined): one round trip per topic, not per partition
         reads = {p: kazoo.get_async(zk_layout.partition_state_path(topic, p)) for p in assignment.partitions}
         timeout_s = self.zk.session_timeout_ms / 1000.0
@@ -272,7 +391,10 @@ class ClusterController:
             new = next_state(replicas, current, self._live, self._shutting_down, token.epoch, self.unclean, preferred)
             if new != current:
                 updates.append((p, new, stat.version))
+            else:
+                current_infos[(topic, p)] = PartitionInfo(current, stat.version, tuple(replicas), assignment.topic_id)
         if not creates and not updates:
+            self._publish(current_infos)
             return
 
         base = f"{zk_layout.TOPICS}/{topic}/partitions"
@@ -297,3 +419,8 @@ class ClusterController:
         for p, state, _ in updates:
             log.info("%s-%d: leader %d, epoch %d, isr %s", topic, p, state.leader, state.leader_epoch,
                      list(state.isr))
+        written = {(topic, p): PartitionInfo(state, 0, tuple(assignment.partitions[p]), assignment.topic_id)
+                   for p, state in creates}
+        written.update({(topic, p): PartitionInfo(state, version + 1, tuple(assignment.partitions[p]),
+                                                  assignment.topic_id) for p, state, version in updates})
+        self._publish({**current_infos, **written})

@@ -9,6 +9,8 @@ registration. Invariants:
   to a live broker with the same `broker.id`: `BrokerIdInUseError`, and the broker does not start,
   as Kafka refuses;
 - after a session expiry the registration is re-created in the new session;
+- each registration has a broker epoch, the czxid of its znode: the controller stamps its requests
+  with it, and a broker refuses requests meant for an earlier registration of itself;
 - `live()` is the latest complete view (ids and their registrations); listeners get every change,
   on kazoo's thread, in order.
 """
@@ -42,7 +44,13 @@ class BrokerMembership:
         self._live: dict[int, BrokerRegistration] = {}
         self._listeners: list[Callable[[LiveBrokers], None]] = []
         self._lock = threading.Lock()
+        self.broker_epoch = -1          # the czxid of our registration znode (Kafka's broker epoch)
+        self.on_epoch: Callable[[int], None] = lambda _epoch: None
         zk.on_new_session(self.register)
+
+    def _registered(self, czxid: int) -> None:
+        self.broker_epoch = czxid
+        self.on_epoch(czxid)
 
     def register(self) -> None:
         path = zk_layout.broker_path(self.registration.broker_id)
@@ -50,7 +58,8 @@ class BrokerMembership:
         deadline = time.monotonic() + self.zk.session_timeout_ms / 1000.0 + 2.0
         while True:
             try:
-                self.zk.kazoo.create(path, data, ephemeral=True, makepath=True)
+                _, stat = self.zk.kazoo.create(path, data, ephemeral=True, makepath=True, include_data=True)
+                self._registered(stat.czxid)
                 return
             except NodeExistsError:
                 try:
@@ -58,6 +67,7 @@ class BrokerMembership:
                 except NoNodeError:
                     continue           # its session just ended: try again
                 if stat.ephemeralOwner == self.zk.session_id:
+                    self._registered(stat.czxid)
                     return             # ours already (a retried create)
                 if time.monotonic() > deadline:
                     raise BrokerIdInUseError(
@@ -86,13 +96,18 @@ class BrokerMembership:
 
 def read_registrations(zk: ZkClient, children: list[str]) -> dict[int, BrokerRegistration]:
     """The registrations of the broker ids `children` of /brokers/ids (ids gone meanwhile left out)."""
-    live: dict[int, BrokerRegistration] = {}
+    return {b: reg for b, (reg, _epoch) in read_live_brokers(zk, children).items()}
+
+
+def read_live_brokers(zk: ZkClient, children: list[str]) -> dict[int, tuple[BrokerRegistration, int]]:
+    """Each live broker's registration and broker epoch (its znode's czxid: a new one per registration)."""
+    live: dict[int, tuple[BrokerRegistration, int]] = {}
     for child in children:
         if not child.isdigit():
             continue
         try:
-            data, _ = zk.kazoo.get(zk_layout.broker_path(int(child)))
-            live[int(child)] = BrokerRegistration.decode(int(child), data)
+            data, stat = zk.kazoo.get(zk_layout.broker_path(int(child)))
+            live[int(child)] = (BrokerRegistration.decode(int(child), data), int(stat.czxid))
         except NoNodeError:
             continue                       # gone between the listing and the read
         except ZkDataError as e:

@@ -3,7 +3,7 @@
 Owns: turning a request frame into a `Request` (header fields + the kio body entity) and a
 response entity into frame bytes with the right response header version. Knows nothing about
 sockets or broker state. Body schemas come from kio, which is generated from Kafka's own JSON
-message definitions.
+message definitions; the ZooKeeper-mode controller's APIs, which kio lacks, from `controller_schemas`.
 """
 from __future__ import annotations
 
@@ -17,6 +17,7 @@ from kio.index import KioIndexError, load_request_schema, load_response_schema
 from kio.serial import entity_reader, entity_writer
 from kio.serial.errors import DecodeError
 
+from broker.protocol.controller_schemas import SCHEMAS as CONTROLLER_SCHEMAS
 from broker.protocol.length_guard import LengthError, check_lengths
 from broker.protocol.produce_codec import ProduceDecodeError, decode_produce
 from broker.protocol.varint import skip_tagged_fields
@@ -48,6 +49,8 @@ class Request:
 
 @lru_cache(maxsize=None)
 def request_schema(api_key: int, api_version: int) -> type | None:
+    if (api_key, api_version) in CONTROLLER_SCHEMAS:
+        return CONTROLLER_SCHEMAS[api_key, api_version][0]
     try:
         return load_request_schema(api_key, api_version)
     except (KioIndexError, ImportError, AttributeError, ValueError):
@@ -56,6 +59,8 @@ def request_schema(api_key: int, api_version: int) -> type | None:
 
 @lru_cache(maxsize=None)
 def response_schema(api_key: int, api_version: int) -> type:
+    if (api_key, api_version) in CONTROLLER_SCHEMAS:
+        return CONTROLLER_SCHEMAS[api_key, api_version][1]
     return load_response_schema(api_key, api_version)
 
 

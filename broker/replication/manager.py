@@ -3,7 +3,8 @@
 Owns, on the broker's event loop (Kafka's ReplicaManager and Partition, ZooKeeper mode):
 
 - roles: `apply(view)` makes this broker leader or follower of each partition it replicates, as the
-  partition states the controller wrote say. A new leader epoch starts a new `LeaderState` and an
+  partition states the controller sent (LeaderAndIsr, UpdateMetadata) say; `stop_replicas` ends
+  roles on StopReplica. A new leader epoch starts a new `LeaderState` and an
   entry in the log's leader epoch cache; a follower is handed to the fetcher of its leader, which
   truncates by epoch before it copies. A topic is deleted here only when it leaves the view after
   this broker saw it there (the controller deleted it), or when ZooKeeper holds a topic of the same
@@ -159,6 +160,12 @@ class Replication:
             if not fetcher.partitions:
                 asyncio.get_running_loop().create_task(fetcher.stop())
                 del self.fetchers[leader_id]
+
+    def stop_replicas(self, partitions: list[TopicPartition]) -> None:
+        """StopReplica: stop leading or following these partitions now (their data goes when the topic
+        leaves ZooKeeper, see `_sync_topics`)."""
+        for tp in partitions:
+            self._drop(tp)
 
     def _sync_topics(self, view: ClusterView) -> None:
         registry = self.replicas.registry

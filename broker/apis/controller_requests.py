@@ -1,0 +1,40 @@
+"""LeaderAndIsr, StopReplica and UpdateMetadata: the controller's requests to this broker (cluster mode only).
+
+Decode → apply to the cluster view (`ClusterNode`, which fences them by controller epoch and broker
+epoch) → bring this broker's roles in line at once (`Replication.apply`) → answer, so the controller
+hears back only after the roles it sent are in force, as Kafka's becomeLeaderOrFollower answers.
+"""
+from __future__ import annotations
+
+from typing import Any
+
+from broker.context import BrokerContext
+from broker.protocol.codec import Request
+
+
+def _cluster(ctx: BrokerContext) -> Any:
+    node, replication = ctx.replicas.cluster, ctx.replicas.replication
+    assert node is not None and replication is not None, "registry: controller APIs are served in cluster mode only"
+    return node, replication
+
+
+def handle_leader_and_isr(ctx: BrokerContext, req: Request) -> Any:
+    node, replication = _cluster(ctx)
+    response = node.on_leader_and_isr(req.body)
+    replication.apply(node.view)
+    return response
+
+
+def handle_update_metadata(ctx: BrokerContext, req: Request) -> Any:
+    node, replication = _cluster(ctx)
+    response = node.on_update_metadata(req.body)
+    replication.apply(node.view)
+    return response
+
+
+def handle_stop_replica(ctx: BrokerContext, req: Request) -> Any:
+    node, replication = _cluster(ctx)
+    response, stopped = node.on_stop_replica(req.body)
+    replication.stop_replicas([tp for tp, _delete in stopped])
+    replication.apply(node.view)
+    return response

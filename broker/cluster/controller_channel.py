@@ -1,0 +1,166 @@
+"""The controller's connections to the brokers: one queue and one sender thread per live broker.
+
+Owns delivery of the controller's requests (LeaderAndIsr, UpdateMetadata, StopReplica), as Kafka's
+ControllerChannelManager does:
+
+- each live broker has a FIFO queue and a thread that sends its requests one at a time over one
+  connection to the broker's listener and waits for each answer, so a broker applies the
+  controller's requests in the order they were made;
+- a request that cannot be delivered (connection refused or dropped, no answer within
+  `controller.socket.timeout.ms`) is sent again, after a back-off, until it is answered or the
+  broker leaves the channel: a request is never skipped while its broker lives;
+- a broker that leaves (its registration went) or registers anew (a new broker epoch) gets a new
+  queue: requests meant for its previous registration are dropped with it;
+- an answer with an error is logged, not retried: a broker answers STALE_CONTROLLER_EPOCH to a
+  deposed controller and STALE_BROKER_EPOCH to a request for its previous registration, and
+  neither improves by sending again.
+
+Encoding and decoding are the protocol layer's (`client_codec`); this module owns sockets and threads.
+"""
+from __future__ import annotations
+
+import itertools
+import logging
+import queue
+import socket
+import struct
+import threading
+from dataclasses import dataclass
+from typing import Any, Callable
+
+from broker.protocol.client_codec import ResponseError, decode_response, encode_request
+from broker.quiet_logging import quiet
+
+log = logging.getLogger(__name__)
+retry_log = quiet(logging.getLogger(__name__ + ".retry"))
+
+_SIZE = struct.Struct(">i")
+MAX_RESPONSE_BYTES = 64 << 20
+BACKOFF_S = 0.1
+
+
+@dataclass(frozen=True)
+class BrokerAddress:
+    broker_id: int
+    host: str
+    port: int
+    broker_epoch: int
+
+
+class _Sender:
+    """One broker's queue and the thread that empties it."""
+
+    def __init__(self, address: BrokerAddress, client_id: str, timeout_s: float) -> None:
+        self.address = address
+        self.client_id = client_id
+        self.timeout_s = timeout_s
+        self.queue: "queue.Queue[tuple[int, int, Any, Callable[[Any], None] | None] | None]" = queue.Queue()
+        self._stopped = threading.Event()
+        self._sock: socket.socket | None = None
+        self._ids = itertools.count(1)
+        self._thread = threading.Thread(target=self._run, daemon=True,
+                                        name=f"controller-to-broker-{address.broker_id}")
+        self._thread.start()
+
+    def stop(self) -> None:
+        self._stopped.set()
+        self.queue.put(None)
+
+    def _run(self) -> None:
+        while not self._stopped.is_set():
+            item = self.queue.get()
+            if item is None:
+                break
+            api_key, version, body, on_answer = item
+            while not self._stopped.is_set():
+                try:
+                    answer = self._exchange(api_key, version, body)
+                except (OSError, ResponseError) as e:
+                    self._close()
+                    retry_log.warning("controller request (API %d) to broker %d at %s:%d not delivered, retrying: %s",
+                                      api_key, self.address.broker_id, self.address.host, self.address.port, e)
+                    self._stopped.wait(BACKOFF_S)
+                    continue
+                error = getattr(answer, "error_code", None)
+                if error is not None and int(error.value if hasattr(error, "value") else error) != 0:
+                    log.warning("broker %d answered controller request (API %d) with %s", self.address.broker_id,
+                                api_key, error)
+                if on_answer is not None:
+                    try:
+                        on_answer(answer)
+                    except Exception:   # noqa: BLE001 - a callback's failure must not stop the sender
+                        log.exception("handling broker %d's answer failed", self.address.broker_id)
+                break
+        self._close()
+
+    def _exchange(self, api_key: int, version: int, body: Any) -> Any:
+        if self._sock is None:
+            self._sock = socket.create_connection((self.address.host, self.address.port), timeout=self.timeout_s)
+            self._sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+        correlation_id = next(self._ids)
+        self._sock.sendall(encode_request(api_key, version, correlation_id, self.client_id, body))
+        (size,) = _SIZE.unpack(self._read(4))
+        if not 0 < size <= MAX_RESPONSE_BYTES:
+            raise ResponseError(f"response of {size} bytes")
+        return decode_response(memoryview(self._read(size)), api_key, version, correlation_id)
+
+    def _read(self, n: int) -> bytes:
+        assert self._sock is not None
+        buf = bytearray()
+        while len(buf) < n:
+            chunk = self._sock.recv(n - len(buf))
+            if not chunk:
+                raise ConnectionError("connection closed by the broker")
+            buf += chunk
+        return bytes(buf)
+
+    def _close(self) -> None:
+        if self._sock is not None:
+            try:
+                self._sock.close()
+            except OSError:
+                pass
+            self._sock = None
+
+
+class ControllerChannel:
+    """The controller's senders, one per live broker; `send` queues, never blocks on the network."""
+
+    def __init__(self, controller_id: int, timeout_s: float = 30.0) -> None:
+        self.client_id = f"controller-{controller_id}"
+        self.timeout_s = timeout_s
+        self._senders: dict[int, _Sender] = {}
+        self._lock = threading.Lock()
+
+    def set_brokers(self, brokers: dict[int, BrokerAddress]) -> list[int]:
+        """Follow the live brokers; the ids whose sender is new (joined, or registered anew)."""
+        fresh = []
+        with self._lock:
+            for broker_id in list(self._senders):
+                sender = self._senders[broker_id]
+                if brokers.get(broker_id) != sender.address:
+                    sender.stop()
+                    del self._senders[broker_id]
+            for broker_id, address in brokers.items():
+                if broker_id not in self._senders:
+                    self._senders[broker_id] = _Sender(address, self.client_id, self.timeout_s)
+                    fresh.append(broker_id)
+        return sorted(fresh)
+
+    def epoch(self, broker_id: int) -> int:
+        with self._lock:
+            sender = self._senders.get(broker_id)
+            return sender.address.broker_epoch if sender is not None else -1
+
+    def send(self, broker_id: int, api_key: int, version: int, body: Any,
+             on_answer: Callable[[Any], None] | None = None) -> None:
+        with self._lock:
+            sender = self._senders.get(broker_id)
+        if sender is not None:
+            sender.queue.put((api_key, version, body, on_answer))
+
+    def stop(self) -> None:
+        with self._lock:
+            for sender in self._senders.values():
+                sender.stop()
+            self._senders.clear()
