@@ -14,8 +14,14 @@ from typing import Any, Iterator
 import pytest
 from confluent_kafka import Consumer, KafkaException, Producer
 from confluent_kafka.admin import AdminClient
+from kio.schema.api_versions.v3.request import ApiVersionsRequest
+from kio.schema.errors import ErrorCode
 from kio.schema.produce.v9.request import PartitionProduceData, ProduceRequest, TopicProduceData
 
+from broker.cluster import zk_layout
+from broker.cluster.role_requests import ControllerStamp, PartitionInfo, leader_and_isr, update_metadata
+from broker.cluster.zk_client import ZkClient
+from broker.cluster.zk_layout import BrokerRegistration, PartitionState
 from broker.log.record_builder import Record, encode_batch
 from broker.tools.local_cluster import LocalCluster
 from broker.tools.local_zookeeper import LocalZooKeeper
@@ -389,3 +395,74 @@ def test_a_topic_config_change_reaches_every_replica(cluster: LocalCluster) -> N
         described = client.describe_configs([ConfigResource("topic", topic)])
         return str(next(iter(described.values())).result(10)["retention.ms"].value)
     wait_for(lambda: all(retention(b) == "123456" for b in range(3)), 10, "retention.ms on every broker")
+
+
+def _zk(c: LocalCluster) -> ZkClient:
+    zk = ZkClient(c.zk_connect, 10000, 10000)
+    zk.start()
+    return zk
+
+
+def _all_brokers_see_leader(c: LocalCluster, topic: str, expected: int) -> bool:
+    return all(_partition_meta(c, topic, via=b)[0].leader == expected for b in range(3))
+
+
+def test_brokers_take_their_roles_from_the_controllers_requests_not_from_the_state_znode(cluster: LocalCluster) -> None:
+    """A partition state written to ZooKeeper behind the controller's back changes no broker's role: roles
+    arrive in LeaderAndIsr (and UpdateMetadata) from the controller, as in Kafka's ZooKeeper mode."""
+    topic = unique_name("wire-roles")
+    _create(cluster, topic)
+    _full_isr(cluster, topic, 1)
+    leader = _leader(cluster, topic)
+    other = next(b for b in range(3) if b != leader)
+    zk = _zk(cluster)
+    path = zk_layout.partition_state_path(topic, 0)
+    try:
+        data, stat = zk.kazoo.get(path)
+        state = PartitionState.decode(topic, 0, data)
+        rogue = PartitionState(other, state.leader_epoch + 1, state.isr, state.controller_epoch)
+        zk.kazoo.set(path, rogue.encode(), stat.version)
+        time.sleep(2.0)
+        assert _all_brokers_see_leader(cluster, topic, leader)
+        producer = _producer(cluster)
+        producer.produce(topic, b"still-the-same-leader", partition=0)
+        assert producer.flush(15) == 0
+    finally:
+        data, stat = zk.kazoo.get(path)
+        zk.kazoo.set(path, state.encode(), stat.version)
+        zk.stop()
+    assert consume(cluster.bootstrap, topic, [0], 1, timeout=15)[0].value() == b"still-the-same-leader"
+
+
+def test_cluster_brokers_advertise_and_fence_the_controllers_requests(cluster: LocalCluster) -> None:
+    """ApiVersions lists LeaderAndIsr v7, StopReplica v4, UpdateMetadata v8 (as Kafka 3.9's ZooKeeper-mode
+    brokers do); a request from a deposed controller epoch or for an earlier registration of the broker is
+    refused and changes no role."""
+    topic = unique_name("fenced")
+    _create(cluster, topic)
+    _full_isr(cluster, topic, 1)
+    leader = _leader(cluster, topic)
+    other = next(b for b in range(3) if b != leader)
+    zk = _zk(cluster)
+    try:
+        controller_epoch = int(zk.kazoo.get(zk_layout.CONTROLLER_EPOCH)[0])
+        broker_epoch = int(zk.kazoo.get(zk_layout.broker_path(other))[1].czxid)
+        state = PartitionState.decode(topic, 0, zk.kazoo.get(zk_layout.partition_state_path(topic, 0))[0])
+    finally:
+        zk.stop()
+    grab = {(topic, 0): PartitionInfo(PartitionState(other, state.leader_epoch + 5, (other,), controller_epoch),
+                                      99, (0, 1, 2))}
+    brokers = {b: BrokerRegistration(b, "127.0.0.1", cluster.broker(b).port) for b in range(3)}
+    with WireClient("127.0.0.1", cluster.broker(other).port) as wire:
+        versions = {k.api_key: (k.min_version, k.max_version) for k in wire.request(ApiVersionsRequest(
+            client_software_name="pylog-tests", client_software_version="1")).api_keys}
+        assert (versions[4], versions[5], versions[6]) == ((7, 7), (4, 4), (8, 8))
+        stale = ControllerStamp(controller_id=other, controller_epoch=controller_epoch - 1)
+        response = wire.request(leader_and_isr(stale, broker_epoch, grab, brokers))
+        assert response.error_code == ErrorCode.stale_controller_epoch
+        response = wire.request(update_metadata(stale, broker_epoch, grab, brokers))
+        assert response.error_code == ErrorCode.stale_controller_epoch
+        current = ControllerStamp(controller_id=other, controller_epoch=controller_epoch)
+        response = wire.request(leader_and_isr(current, broker_epoch - 1, grab, brokers))
+        assert response.error_code == ErrorCode.stale_broker_epoch
+    assert _all_brokers_see_leader(cluster, topic, leader)

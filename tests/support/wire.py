@@ -11,8 +11,9 @@ import socket
 import struct
 from typing import Any
 
-from kio.index import load_response_schema
 from kio.serial import entity_reader, entity_writer
+
+from broker.protocol.codec import response_schema
 
 
 class WireClient:
@@ -73,7 +74,7 @@ class WireClient:
         frame = self.read_frame()
         if frame is None:
             return None
-        schema = load_response_schema(body.__api_key__, body.__version__)
+        schema = response_schema(body.__api_key__, body.__version__)   # kio's, or the controller APIs' own
         pos = 4
         if schema.__flexible__ and body.__api_key__ != 18:
             pos += 1
