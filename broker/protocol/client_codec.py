@@ -53,18 +53,24 @@ def fetch_request(version: int, topic: str, partition: int, offset: int, partiti
 
 
 def replica_fetch_request(version: int, replica_id: int, max_wait_ms: int, max_bytes: int,
-                          partitions: list[tuple[str, int, int, int, int, int]]) -> Any:
-    """A follower's Fetch (no session): `partitions` are (topic, partition, fetch offset, current leader epoch,
-    log start offset, partition max bytes)."""
+                          partitions: list[tuple[str, int, int, int, int, int]], session_id: int = 0,
+                          session_epoch: int = -1, forgotten: list[tuple[str, int]] | None = None) -> Any:
+    """A follower's Fetch: `partitions` are (topic, partition, fetch offset, current leader epoch, log start
+    offset, partition max bytes); in a fetch session (KIP-227) only those that changed, and `forgotten` the
+    ones the session drops. Without a session: session id 0, epoch -1."""
     topics: dict[str, list[dict[str, int]]] = {}
     for topic, partition, offset, epoch, log_start, partition_max in partitions:
         topics.setdefault(topic, []).append({
             "partition": partition, "current_leader_epoch": epoch, "fetch_offset": offset, "last_fetched_epoch": -1,
             "log_start_offset": log_start, "partition_max_bytes": partition_max})
+    gone: dict[str, list[int]] = {}
+    for topic, partition in forgotten or ():
+        gone.setdefault(topic, []).append(partition)
     return build(request_class(FETCH, version), {
         "replica_id": replica_id, "max_wait": max_wait_ms, "min_bytes": 1, "max_bytes": max_bytes,
-        "isolation_level": 0, "session_id": 0, "session_epoch": -1, "rack_id": "",
-        "topics": [{"topic": t, "partitions": ps} for t, ps in topics.items()]})
+        "isolation_level": 0, "session_id": session_id, "session_epoch": session_epoch, "rack_id": "",
+        "topics": [{"topic": t, "partitions": ps} for t, ps in topics.items()],
+        "forgotten_topics_data": [{"topic": t, "partitions": ps} for t, ps in gone.items()]})
 
 
 def offsets_for_leader_epoch_request(version: int, replica_id: int,

@@ -13,6 +13,11 @@ task on the broker's loop):
   bounded by its own log end offset;
 - OFFSET_OUT_OF_RANGE: ahead of the leader → truncate to the leader's end; behind its log start →
   start over at the leader's log start (ListOffsets);
+- an incremental fetch session (KIP-227, as Kafka's followers keep one per leader): after a full
+  fetch opens it, a request names only the partitions whose fetch position changed (and the ones
+  it stops fetching), and the leader answers only the partitions with something new, so idle
+  partitions cost nothing per fetch. A session the leader no longer knows, or a lost connection,
+  starts a new one with a full fetch;
 - a lost connection backs off `replica.fetch.backoff.ms` and connects again; the loop ends when no
   partition is left to follow.
 
@@ -71,6 +76,45 @@ class FetcherSettings:
     request_timeout_ms: int
 
 
+FetchPosition = tuple[int, int, int, int]     # fetch offset, leader epoch, log start offset, max bytes
+
+
+class FetchSessionState:
+    """The follower's side of one incremental fetch session with its leader (KIP-227). No I/O.
+
+    `next_request(wanted)` says what the next Fetch carries: a full one (session id 0, epoch 0: every
+    wanted partition) when no session is open, else the session's id and next epoch with only the
+    partitions whose position changed since the leader last heard it, and the ones no longer wanted.
+    `answered(session_id)` records the leader's answer (0: it keeps no session; fetch in full), `reset()`
+    forgets the session (an error, a lost connection).
+    """
+
+    def __init__(self) -> None:
+        self.session_id = 0
+        self.epoch = 0                   # the epoch of the next request
+        self.sent: dict[TopicPartition, FetchPosition] = {}
+
+    def reset(self) -> None:
+        self.session_id, self.epoch, self.sent = 0, 0, {}
+
+    def next_request(self, wanted: dict[TopicPartition, FetchPosition]
+                     ) -> tuple[int, int, list[TopicPartition], list[TopicPartition]]:
+        if self.session_id == 0:
+            self.sent = dict(wanted)
+            return 0, 0, list(wanted), []
+        changed = [tp for tp, position in wanted.items() if self.sent.get(tp) != position]
+        forgotten = [tp for tp in self.sent if tp not in wanted]
+        self.sent = dict(wanted)
+        epoch = self.epoch
+        return self.session_id, epoch, changed, forgotten
+
+    def answered(self, session_id: int) -> None:
+        if self.session_id == 0:
+            self.session_id, self.epoch = session_id, 1
+        else:
+            self.epoch = self.epoch + 1 if self.epoch < 2**31 - 1 else 1
+
+
 class ReplicaFetcher:
     def __init__(self, leader_id: int, host: str, port: int, settings: FetcherSettings,
                  on_high_watermark: Callable[[TopicPartition], None]) -> None:
@@ -81,6 +125,7 @@ class ReplicaFetcher:
         self._on_high_watermark = on_high_watermark
         self._task: asyncio.Task[None] | None = None
         self._wakeup = asyncio.Event()
+        self.session = FetchSessionState()
 
     @property
     def address(self) -> tuple[str, int]:
@@ -123,6 +168,7 @@ class ReplicaFetcher:
                     except asyncio.TimeoutError:
                         pass
             except PeerUnavailableError as e:
+                self.session.reset()
                 quiet_log.warning("replica fetcher of broker %d: %s; retrying in %d ms", self.settings.replica_id,
                                   e, self.settings.backoff_ms)
                 await asyncio.sleep(backoff_s)
@@ -189,9 +235,11 @@ class ReplicaFetcher:
 
     async def _fetch(self, ready: list[FollowedPartition]) -> None:
         s = self.settings
-        wanted = [(fp.topic, fp.partition, fp.log.log_end_offset, fp.leader_epoch, fp.log.log_start_offset,
-                   s.partition_max_bytes) for fp in ready]
-        body = replica_fetch_request(FETCH_VERSION, s.replica_id, s.max_wait_ms, s.max_bytes, wanted)
+        wanted = {fp.tp: (fp.log.log_end_offset, fp.leader_epoch, fp.log.log_start_offset, s.partition_max_bytes)
+                  for fp in ready}
+        session_id, epoch, changed, forgotten = self.session.next_request(wanted)
+        body = replica_fetch_request(FETCH_VERSION, s.replica_id, s.max_wait_ms, s.max_bytes,
+                                     [(t, p, *wanted[(t, p)]) for t, p in changed], session_id, epoch, forgotten)
         raw = await self.conn.request_raw(FETCH, FETCH_VERSION, body,
                                           (s.request_timeout_ms + s.max_wait_ms) / 1000.0)
         try:
@@ -199,9 +247,15 @@ class ReplicaFetcher:
         except FetchResponseError as e:
             self.conn.close()
             raise PeerUnavailableError(f"broker {self.conn.address}: {e}") from None
+        if resp.error_code in (ErrorCode.fetch_session_id_not_found, ErrorCode.invalid_fetch_session_epoch):
+            log.info("replica fetcher of broker %d: leader %d answered %s; starting a new fetch session",
+                     s.replica_id, self.leader_id, ErrorCode(resp.error_code).name)
+            self.session.reset()
+            return
         if resp.error_code != ErrorCode.none:
             raise PeerUnavailableError(f"broker {self.conn.address} refused the fetch: "
                                        f"{ErrorCode(resp.error_code).name}")
+        self.session.answered(resp.session_id)
         by_tp = {(fp.topic, fp.partition): fp for fp in ready}
         for part in resp.partitions:
             fp = by_tp.get((part.topic, part.index))

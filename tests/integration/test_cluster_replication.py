@@ -16,6 +16,7 @@ from confluent_kafka import Consumer, KafkaException, Producer
 from confluent_kafka.admin import AdminClient
 from kio.schema.api_versions.v3.request import ApiVersionsRequest
 from kio.schema.errors import ErrorCode
+from kio.schema.metadata.v12.request import MetadataRequest, MetadataRequestTopic
 from kio.schema.produce.v9.request import PartitionProduceData, ProduceRequest, TopicProduceData
 
 from broker.cluster import zk_layout
@@ -466,3 +467,41 @@ def test_cluster_brokers_advertise_and_fence_the_controllers_requests(cluster: L
         response = wire.request(leader_and_isr(current, broker_epoch - 1, grab, brokers))
         assert response.error_code == ErrorCode.stale_broker_epoch
     assert _all_brokers_see_leader(cluster, topic, leader)
+
+
+def test_back_to_back_acks_all_produces_are_appended_and_answered_in_request_order(cluster: LocalCluster) -> None:
+    """Produces sent back to back on one connection, each waiting for its in-sync replicas, with a Metadata
+    among them: every response comes back in request order and the records are in the log in that order."""
+    topic = unique_name("back-to-back")
+    _create(cluster, topic)
+    _full_isr(cluster, topic, 1)
+    leader = _leader(cluster, topic)
+
+    def produce(i: int) -> ProduceRequest:
+        batch = encode_batch([Record(j, int(time.time() * 1000), None, f"r{i}-{j}".encode()) for j in range(50)])
+        return ProduceRequest(transactional_id=None, acks=-1, timeout=datetime.timedelta(seconds=10), topic_data=(
+            TopicProduceData(name=topic, partition_data=(PartitionProduceData(index=0, records=batch),)),))
+
+    requests: list[Any] = [produce(i) for i in range(6)]
+    requests.insert(3, MetadataRequest(topics=(MetadataRequestTopic(name=topic, topic_id=None),),
+                                       allow_auto_topic_creation=False, include_topic_authorized_operations=False))
+    requests += [produce(i) for i in range(6, 12)]
+    with WireClient("127.0.0.1", cluster.broker(leader).port, timeout=30) as wire:
+        frames = [wire.encode(r) for r in requests]
+        wire.send_raw(b"".join(frames))
+        answers = [wire.read_frame() for _ in requests]
+    assert all(a is not None for a in answers)
+    correlation_ids = [int.from_bytes(a[:4], "big") for a in answers if a is not None]
+    assert correlation_ids == sorted(correlation_ids) and len(set(correlation_ids)) == len(requests)
+    offsets = []
+    for request, frame in zip(requests, answers):
+        response = WireClient.decode_response(request, frame)
+        if isinstance(request, ProduceRequest):
+            part = response.responses[0].partition_responses[0]
+            assert part.error_code == 0
+            offsets.append(part.base_offset)
+        else:
+            assert response.topics[0].partitions[0].leader_id == leader
+    assert offsets == [50 * i for i in range(12)]
+    values = [m.value() for m in consume(cluster.bootstrap, topic, [0], 600, timeout=20)]
+    assert values == [f"r{i}-{j}".encode() for i in range(12) for j in range(50)]

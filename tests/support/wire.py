@@ -74,6 +74,11 @@ class WireClient:
         frame = self.read_frame()
         if frame is None:
             return None
+        return self.decode_response(body, frame)
+
+    @staticmethod
+    def decode_response(body: Any, frame: bytes) -> Any:
+        """The response entity in `frame` (a response frame without its size) answering request `body`."""
         schema = response_schema(body.__api_key__, body.__version__)   # kio's, or the controller APIs' own
         pos = 4
         if schema.__flexible__ and body.__api_key__ != 18:
