@@ -2,9 +2,11 @@
 
 Owns the socket only: requests are encoded and responses decoded by the protocol layer
 (`broker.protocol.client_codec`, `fetch_response`), so a Fetch response's record sets stay views of
-the received frame. Requests are sent one at a time and answered in order. A refused or dropped
-connection, or an answer that does not come within the timeout, is `PeerUnavailableError`: the caller
-backs off and connects again.
+the received frame. Each response is received straight into a buffer of its own size (a
+BufferedProtocol: one copy from the kernel, where a StreamReader made three of every replicated
+byte). Requests are sent one at a time and answered in order. A refused or dropped connection, a
+malformed size, or an answer that does not come within the timeout, is `PeerUnavailableError`: the
+caller backs off and connects again.
 """
 from __future__ import annotations
 
@@ -23,11 +25,53 @@ class PeerUnavailableError(ConnectionError):
     """The other broker cannot be reached, dropped the connection or did not answer in time."""
 
 
+class _ResponseFrames(asyncio.BufferedProtocol):
+    """Cuts response frames: a 4-byte size, then a body read into a bytearray of exactly that size."""
+
+    def __init__(self) -> None:
+        self.transport: asyncio.Transport | None = None
+        self._head = bytearray(4)
+        self._body: bytearray | None = None
+        self._pos = 0
+        self._frames: "asyncio.Queue[bytearray | BaseException]" = asyncio.Queue()
+
+    def connection_made(self, transport: asyncio.BaseTransport) -> None:
+        self.transport = transport    # type: ignore[assignment]
+
+    def get_buffer(self, sizehint: int) -> memoryview:
+        return memoryview(self._body if self._body is not None else self._head)[self._pos:]
+
+    def buffer_updated(self, nbytes: int) -> None:
+        self._pos += nbytes
+        if self._body is None:
+            if self._pos < len(self._head):
+                return
+            (size,) = _SIZE.unpack(self._head)
+            if not 0 < size <= MAX_RESPONSE_BYTES:
+                self._frames.put_nowait(ResponseError(f"response of {size} bytes"))
+                if self.transport is not None:
+                    self.transport.close()
+                return
+            self._body, self._pos = bytearray(size), 0
+        elif self._pos == len(self._body):
+            self._frames.put_nowait(self._body)
+            self._body, self._pos = None, 0
+
+    def connection_lost(self, exc: Exception | None) -> None:
+        self._frames.put_nowait(ConnectionError(f"connection closed{f': {exc}' if exc else ''}"))
+
+    async def next_frame(self) -> bytearray:
+        item = await self._frames.get()
+        if isinstance(item, BaseException):
+            self._frames.put_nowait(item)      # the connection stays failed for whoever asks next
+            raise item
+        return item
+
+
 class PeerConnection:
     def __init__(self, host: str, port: int, client_id: str) -> None:
         self.host, self.port, self.client_id = host, port, client_id
-        self._reader: asyncio.StreamReader | None = None
-        self._writer: asyncio.StreamWriter | None = None
+        self._protocol: _ResponseFrames | None = None
         self._ids = itertools.count(1)
 
     @property
@@ -35,30 +79,28 @@ class PeerConnection:
         return f"{self.host}:{self.port}"
 
     async def connect(self, timeout_s: float) -> None:
+        loop = asyncio.get_running_loop()
         try:
-            self._reader, self._writer = await asyncio.wait_for(
-                asyncio.open_connection(self.host, self.port, limit=1 << 20), timeout_s)
+            _, self._protocol = await asyncio.wait_for(
+                loop.create_connection(_ResponseFrames, self.host, self.port), timeout_s)
         except (OSError, asyncio.TimeoutError) as e:
             raise PeerUnavailableError(f"cannot connect to broker {self.address}: {e}") from None
 
     def close(self) -> None:
-        if self._writer is not None:
-            self._writer.close()
-        self._reader = self._writer = None
+        if self._protocol is not None and self._protocol.transport is not None:
+            self._protocol.transport.close()
+        self._protocol = None
 
     async def _exchange(self, api_key: int, version: int, body: Any, timeout_s: float) -> tuple[memoryview, int, int]:
-        if self._writer is None or self._reader is None:
+        if self._protocol is None:
             await self.connect(timeout_s)
-        assert self._writer is not None and self._reader is not None
+        protocol = self._protocol
+        assert protocol is not None and protocol.transport is not None
         correlation_id = next(self._ids)
         try:
-            self._writer.write(encode_request(api_key, version, correlation_id, self.client_id, body))
-            size_bytes = await asyncio.wait_for(self._reader.readexactly(4), timeout_s)
-            (size,) = _SIZE.unpack(size_bytes)
-            if not 0 < size <= MAX_RESPONSE_BYTES:
-                raise ResponseError(f"response of {size} bytes from {self.address}")
-            frame = await asyncio.wait_for(self._reader.readexactly(size), timeout_s)
-        except (OSError, asyncio.IncompleteReadError, asyncio.TimeoutError, ResponseError) as e:
+            protocol.transport.write(encode_request(api_key, version, correlation_id, self.client_id, body))
+            frame = await asyncio.wait_for(protocol.next_frame(), timeout_s)
+        except (OSError, asyncio.TimeoutError, ResponseError) as e:
             self.close()
             raise PeerUnavailableError(f"broker {self.address} did not answer: {e or type(e).__name__}") from None
         return memoryview(frame), correlation_id, api_key
