@@ -28,7 +28,7 @@ import os
 import socket
 import time
 from collections import deque
-from typing import TYPE_CHECKING, Any, Awaitable, Iterable
+from typing import TYPE_CHECKING, Any, Awaitable, Callable, Iterable
 
 from broker.apis.api_versions import unsupported_version_response
 from broker.apis.registry import CONTROLLER_API_TABLE, supported
@@ -267,15 +267,7 @@ class Connection(asyncio.BufferedProtocol):
         if self._closing:
             return
         self._task = None
-        try:
-            self._respond(api_key, correlation_id, result)
-            while self._queue and self._task is None and not self._closing:
-                self._run(*self._queue.popleft())
-            self._flush()
-            self._update_reading()
-        except Exception:  # noqa: BLE001
-            log.exception("connection %s failed", self.peer)
-            self.close()
+        self._carry_on(lambda: self._respond(api_key, correlation_id, result))
 
     async def _when_cluster_ready(self, frame: bytes) -> None:
         """Run `frame` (and what queued behind it) once the controller has spoken, or after the wait."""
@@ -285,10 +277,13 @@ class Connection(asyncio.BufferedProtocol):
             await asyncio.sleep(0.05)
         self._waited_for_cluster = True
         self._task = None
-        if self._closing:
-            return
+        if not self._closing:
+            self._carry_on(lambda: self._run(frame, 0))
+
+    def _carry_on(self, first: Callable[[], None]) -> None:
+        """After a task: `first` (its response, or the request it held), then the requests queued behind."""
         try:
-            self._run(frame, 0)
+            first()
             while self._queue and self._task is None and not self._closing:
                 self._run(*self._queue.popleft())
             self._flush()

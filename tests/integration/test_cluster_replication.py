@@ -408,14 +408,19 @@ def _all_brokers_see_leader(c: LocalCluster, topic: str, expected: int) -> bool:
     return all(_partition_meta(c, topic, via=b)[0].leader == expected for b in range(3))
 
 
+def _one_partition_topic(c: LocalCluster, prefix: str) -> tuple[str, int, int]:
+    """A new in-sync topic of one partition: its name, its leader and another replica."""
+    topic = unique_name(prefix)
+    _create(c, topic)
+    _full_isr(c, topic, 1)
+    leader = _leader(c, topic)
+    return topic, leader, next(b for b in range(3) if b != leader)
+
+
 def test_brokers_take_their_roles_from_the_controllers_requests_not_from_the_state_znode(cluster: LocalCluster) -> None:
     """A partition state written to ZooKeeper behind the controller's back changes no broker's role: roles
     arrive in LeaderAndIsr (and UpdateMetadata) from the controller, as in Kafka's ZooKeeper mode."""
-    topic = unique_name("wire-roles")
-    _create(cluster, topic)
-    _full_isr(cluster, topic, 1)
-    leader = _leader(cluster, topic)
-    other = next(b for b in range(3) if b != leader)
+    topic, leader, other = _one_partition_topic(cluster, "wire-roles")
     zk = _zk(cluster)
     path = zk_layout.partition_state_path(topic, 0)
     try:
@@ -439,11 +444,7 @@ def test_cluster_brokers_advertise_and_fence_the_controllers_requests(cluster: L
     """ApiVersions lists LeaderAndIsr v7, StopReplica v4, UpdateMetadata v8 (as Kafka 3.9's ZooKeeper-mode
     brokers do); a request from a deposed controller epoch or for an earlier registration of the broker is
     refused and changes no role."""
-    topic = unique_name("fenced")
-    _create(cluster, topic)
-    _full_isr(cluster, topic, 1)
-    leader = _leader(cluster, topic)
-    other = next(b for b in range(3) if b != leader)
+    topic, leader, other = _one_partition_topic(cluster, "fenced")
     zk = _zk(cluster)
     try:
         controller_epoch = int(zk.kazoo.get(zk_layout.CONTROLLER_EPOCH)[0])
