@@ -12,7 +12,7 @@ sources:
   `/brokers/topics` is how a broker learns its data may be deleted.
 
 `ClusterView` is an immutable snapshot; readers never see a half-applied change. After every
-change `on_change(view)` is called with the whole new view (on kazoo's thread or the caller's);
+ZooKeeper change `on_change(view)` is called with the whole new view (on kazoo's thread or the caller's);
 callers hand it to their own thread or loop. A partition state carries its znode version (the
 partition epoch): a leader changes its ISR with a write conditional on that version (Kafka's
 ZooKeeper mode), so a leader acting on a stale state changes nothing.
@@ -107,13 +107,10 @@ class ClusterWatcher:
         ChildrenWatch(self.zk.kazoo, zk_layout.TOPICS, self._on_topics)
 
     def update_from_controller(self, apply: Callable[[ClusterView, Fence], tuple[ClusterView, Fence, R]]) -> R:
-        """Apply a controller request, `apply(view, fence) -> (view, fence, result)`, under the lock; the result."""
+        """Apply a controller request, `apply(view, fence) -> (view, fence, result)`, under the lock; the result.
+        `on_change` is not called: the request's handler brings the roles in line itself, before it answers."""
         with self._lock:
-            view, self._fence, result = apply(self._view, self._fence)
-            changed = view is not self._view
-            self._view = view
-        if changed:
-            self._on_change(view)
+            self._view, self._fence, result = apply(self._view, self._fence)
         return result
 
     def set_broker_epoch(self, broker_epoch: int) -> None:

@@ -40,6 +40,7 @@ import queue
 import threading
 import time
 import uuid
+from functools import partial
 from typing import Any, Callable, Mapping
 
 from kazoo.exceptions import BadVersionError, NodeExistsError, NoNodeError
@@ -54,14 +55,6 @@ from broker.cluster.membership import read_live_brokers
 from broker.cluster.role_requests import ControllerStamp, PartitionInfo, leader_and_isr, stop_replica, update_metadata
 from broker.cluster.zk_client import ZkClient
 from broker.cluster.zk_layout import BrokerRegistration, PartitionState, TopicAssignment, ZkDataError
-from broker.protocol.controller_schemas import (
-    LEADER_AND_ISR,
-    LEADER_AND_ISR_VERSION,
-    STOP_REPLICA,
-    STOP_REPLICA_VERSION,
-    UPDATE_METADATA,
-    UPDATE_METADATA_VERSION,
-)
 from broker.errors import TopicAlreadyExistsError
 
 log = logging.getLogger(__name__)
@@ -247,15 +240,13 @@ class ClusterController:
         stamp = self._stamp()
         if stamp is None:
             return
+        brokers, known = self._registrations, self._known
         for b in fresh:       # joined, or registered anew: everything it replicates, then all metadata
-            theirs = {tp: info for tp, info in self._known.items() if b in info.replicas}
-            self._channel.send(b, LEADER_AND_ISR, LEADER_AND_ISR_VERSION,
-                               leader_and_isr(stamp, self._channel.epoch(b), theirs, self._registrations, full=True))
-            self._channel.send(b, UPDATE_METADATA, UPDATE_METADATA_VERSION,
-                               update_metadata(stamp, self._channel.epoch(b), self._known, self._registrations))
+            theirs = {tp: info for tp, info in known.items() if b in info.replicas}
+            self._channel.send(b, partial(leader_and_isr, stamp, partitions=theirs, brokers=brokers, full=True))
+            self._channel.send(b, partial(update_metadata, stamp, partitions=known, brokers=brokers))
         for b in sorted(live - set(fresh)):        # the others: the new set of live brokers
-            self._channel.send(b, UPDATE_METADATA, UPDATE_METADATA_VERSION,
-                               update_metadata(stamp, self._channel.epoch(b), {}, self._registrations))
+            self._channel.send(b, partial(update_metadata, stamp, partitions={}, brokers=brokers))
 
     # ------------------------------------------------------------ telling the brokers
 
@@ -278,12 +269,11 @@ class ClusterController:
                     if b in self._live:
                         roles.setdefault(b, {})[tp] = info
             self._known[tp] = info
+        brokers = self._registrations
         for b, theirs in sorted(roles.items()):
-            channel.send(b, LEADER_AND_ISR, LEADER_AND_ISR_VERSION,
-                         leader_and_isr(stamp, channel.epoch(b), theirs, self._registrations))
+            channel.send(b, partial(leader_and_isr, stamp, partitions=theirs, brokers=brokers))
         for b in sorted(self._live):
-            channel.send(b, UPDATE_METADATA, UPDATE_METADATA_VERSION,
-                         update_metadata(stamp, channel.epoch(b), changed, self._registrations))
+            channel.send(b, partial(update_metadata, stamp, partitions=changed, brokers=brokers))
 
     def _on_topics(self, topics: list[str]) -> None:
         for topic in topics:
@@ -345,11 +335,11 @@ class ClusterController:
             for b in self._known.pop(tp).replicas:
                 if b in self._live:
                     replicas.setdefault(b, []).append(tp)
+        brokers = self._registrations
         for b, tps in sorted(replicas.items()):
-            channel.send(b, STOP_REPLICA, STOP_REPLICA_VERSION, stop_replica(stamp, channel.epoch(b), tps, delete=True))
+            channel.send(b, partial(stop_replica, stamp, partitions=tps, delete=True))
         for b in sorted(self._live):
-            channel.send(b, UPDATE_METADATA, UPDATE_METADATA_VERSION,
-                         update_metadata(stamp, channel.epoch(b), {}, self._registrations, deleted=gone))
+            channel.send(b, partial(update_metadata, stamp, partitions={}, brokers=brokers, deleted=gone))
 
     # ------------------------------------------------------------ partition states
 

@@ -28,6 +28,8 @@ import threading
 from dataclasses import dataclass
 from typing import Any, Callable
 
+from kio.schema.errors import ErrorCode
+
 from broker.protocol.client_codec import ResponseError, decode_response, encode_request
 from broker.quiet_logging import quiet
 
@@ -54,7 +56,7 @@ class _Sender:
         self.address = address
         self.client_id = client_id
         self.timeout_s = timeout_s
-        self.queue: "queue.Queue[tuple[int, int, Any, Callable[[Any], None] | None] | None]" = queue.Queue()
+        self.queue: "queue.Queue[Any | None]" = queue.Queue()
         self._stopped = threading.Event()
         self._sock: socket.socket | None = None
         self._ids = itertools.count(1)
@@ -68,10 +70,10 @@ class _Sender:
 
     def _run(self) -> None:
         while not self._stopped.is_set():
-            item = self.queue.get()
-            if item is None:
+            body = self.queue.get()
+            if body is None:
                 break
-            api_key, version, body, on_answer = item
+            api_key, version = int(body.__api_key__), int(body.__version__)
             while not self._stopped.is_set():
                 try:
                     answer = self._exchange(api_key, version, body)
@@ -81,15 +83,9 @@ class _Sender:
                                       api_key, self.address.broker_id, self.address.host, self.address.port, e)
                     self._stopped.wait(BACKOFF_S)
                     continue
-                error = getattr(answer, "error_code", None)
-                if error is not None and int(error.value if hasattr(error, "value") else error) != 0:
+                if answer.error_code != ErrorCode.none:
                     log.warning("broker %d answered controller request (API %d) with %s", self.address.broker_id,
-                                api_key, error)
-                if on_answer is not None:
-                    try:
-                        on_answer(answer)
-                    except Exception:   # noqa: BLE001 - a callback's failure must not stop the sender
-                        log.exception("handling broker %d's answer failed", self.address.broker_id)
+                                api_key, answer.error_code.name)
                 break
         self._close()
 
@@ -147,17 +143,12 @@ class ControllerChannel:
                     fresh.append(broker_id)
         return sorted(fresh)
 
-    def epoch(self, broker_id: int) -> int:
-        with self._lock:
-            sender = self._senders.get(broker_id)
-            return sender.address.broker_epoch if sender is not None else -1
-
-    def send(self, broker_id: int, api_key: int, version: int, body: Any,
-             on_answer: Callable[[Any], None] | None = None) -> None:
+    def send(self, broker_id: int, build: Callable[[int], Any]) -> None:
+        """Queue `build(broker epoch)`, a request entity stamped with the live registration's epoch."""
         with self._lock:
             sender = self._senders.get(broker_id)
         if sender is not None:
-            sender.queue.put((api_key, version, body, on_answer))
+            sender.queue.put(build(sender.address.broker_epoch))
 
     def stop(self) -> None:
         with self._lock:

@@ -44,13 +44,10 @@ class BrokerMembership:
         self._live: dict[int, BrokerRegistration] = {}
         self._listeners: list[Callable[[LiveBrokers], None]] = []
         self._lock = threading.Lock()
-        self.broker_epoch = -1          # the czxid of our registration znode (Kafka's broker epoch)
+        # called with the czxid of each registration of ours (Kafka's broker epoch)
         self.on_epoch: Callable[[int], None] = lambda _epoch: None
         zk.on_new_session(self.register)
 
-    def _registered(self, czxid: int) -> None:
-        self.broker_epoch = czxid
-        self.on_epoch(czxid)
 
     def register(self) -> None:
         path = zk_layout.broker_path(self.registration.broker_id)
@@ -59,7 +56,7 @@ class BrokerMembership:
         while True:
             try:
                 _, stat = self.zk.kazoo.create(path, data, ephemeral=True, makepath=True, include_data=True)
-                self._registered(stat.czxid)
+                self.on_epoch(stat.czxid)
                 return
             except NodeExistsError:
                 try:
@@ -67,7 +64,7 @@ class BrokerMembership:
                 except NoNodeError:
                     continue           # its session just ended: try again
                 if stat.ephemeralOwner == self.zk.session_id:
-                    self._registered(stat.czxid)
+                    self.on_epoch(stat.czxid)
                     return             # ours already (a retried create)
                 if time.monotonic() > deadline:
                     raise BrokerIdInUseError(

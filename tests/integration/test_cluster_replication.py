@@ -443,7 +443,7 @@ def test_brokers_take_their_roles_from_the_controllers_requests_not_from_the_sta
 def test_cluster_brokers_advertise_and_fence_the_controllers_requests(cluster: LocalCluster) -> None:
     """ApiVersions lists LeaderAndIsr v7, StopReplica v4, UpdateMetadata v8 (as Kafka 3.9's ZooKeeper-mode
     brokers do); a request from a deposed controller epoch or for an earlier registration of the broker is
-    refused and changes no role."""
+    refused and changes no role, and a truncated one closes its connection only."""
     topic, leader, other = _one_partition_topic(cluster, "fenced")
     zk = _zk(cluster)
     try:
@@ -467,6 +467,10 @@ def test_cluster_brokers_advertise_and_fence_the_controllers_requests(cluster: L
         current = ControllerStamp(controller_id=other, controller_epoch=controller_epoch)
         response = wire.request(leader_and_isr(current, broker_epoch - 1, grab, brokers))
         assert response.error_code == ErrorCode.stale_broker_epoch
+    with WireClient("127.0.0.1", cluster.broker(other).port) as wire:       # a truncated LeaderAndIsr
+        frame = wire.encode(leader_and_isr(current, broker_epoch, grab, brokers))
+        wire.send_raw((len(frame) - 14).to_bytes(4, "big") + frame[4:-10])
+        assert wire.read_frame() is None            # that connection is closed, nothing is applied
     assert _all_brokers_see_leader(cluster, topic, leader)
 
 
