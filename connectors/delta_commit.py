@@ -12,6 +12,11 @@ Owns the exactly-once rule, by batch identity:
     writer commits first, the rule is checked again on the new snapshot. An append then goes on; an
     overwrite made against `read_version` fails with CommitConflictError rather than removing files
     it never read.
+  - Contiguity (connectors.contiguity): a batch that is not a replay is committed only if it starts
+    where the table's offsets for the app end, checked on the very snapshot it commits against; a
+    generation's claim stores the generation's declared start. And the files it adds must still exist.
+Batch writes (generation None) have their own marker and no generation: contiguity alone orders them
+against streams of the same app id.
 Schema checks and merges happen here too, and `check_writable`: a table that uses a Delta feature the
 sink cannot write correctly (column mapping, generated columns, CHECK constraints, expiring txns, or
 one delta-rs refuses) fails with UnsupportedTableError naming the table and the feature, before any
@@ -23,7 +28,7 @@ from __future__ import annotations
 import logging
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Literal, Mapping
+from typing import Any, Callable, Literal, Mapping
 
 import pyarrow as pa
 from deltalake import DeltaTable
@@ -32,22 +37,33 @@ from deltalake.exceptions import CommitFailedError, TableNotFoundError
 from deltalake.transaction import AddAction, CommitProperties, RemoveAction, Transaction
 
 from connectors.delta_log_reader import read_app_transactions
-from connectors.errors import CommitConflictError, FencedError, SchemaMismatchError, UnsupportedTableError
+from connectors import contiguity
+from connectors.errors import (
+    CommitConflictError,
+    FencedError,
+    MissingFilesError,
+    NotContiguousError,
+    SchemaMismatchError,
+    UnsupportedTableError,
+)
 from connectors.offset_txns import (
     AppState,
     batch_txns,
     generation_app_id,
     marker_app_id,
+    offset_app_id,
+    offsets_to_txns,
+    topic_ids_to_txns,
 )
-from connectors.parquet_files import remove_files
-from sparklog.offsets import PartitionOffsets, to_json
+from connectors.parquet_files import missing_files, remove_files
+from sparklog.offsets import PartitionOffsets, TopicPartition, to_json
 
 log = logging.getLogger(__name__)
 
 MAX_COMMIT_ATTEMPTS = 50   # each attempt follows another writer's successful commit
 
 __all__ = ["BatchCommit", "SchemaMismatchError", "FencedError", "CommitConflictError", "UnsupportedTableError",
-           "commit_batch", "claim_generation", "app_state", "committed_offsets", "current_generation", "open_table",
+           "commit_batch", "claim_generation", "declare_start", "app_state", "committed_offsets", "current_generation", "open_table",
            "check_writable", "table_partition_columns", "prepare_table"]
 
 
@@ -58,14 +74,16 @@ class BatchCommit:
     batch_id: int
     files: list[dict[str, Any]]
     schema: pa.Schema
-    generation: int = 0
+    generation: int | None = 0          # None: a batch write (batch_load, df.write), its own marker, no fence
     end_offsets: PartitionOffsets | None = None
+    start_offsets: PartitionOffsets | None = None   # required with end_offsets: what contiguity checks
     partition_by: list[str] = field(default_factory=list)
     merge_schema: bool = False
     mode: Literal["append", "overwrite"] = "append"   # overwrite: replace the table's contents atomically
     extra_metadata: dict[str, str] = field(default_factory=dict)
     topic_ids: dict[str, str] = field(default_factory=dict)
     read_version: int | None = None   # overwrite: the version whose files it replaces (None: the latest)
+    hint: str = contiguity.RESTART_JOB   # what a refused batch's error tells the user to do
 
 
 def open_table(path: str) -> DeltaTable | None:
@@ -190,6 +208,18 @@ def prepare_table(path: str, schema: pa.Schema, partition_by: list[str], merge_s
     return columns
 
 
+def add_missing_columns(path: str, columns: pa.Schema) -> None:
+    """Add the nullable `columns` an existing table lacks (a metadata-only commit; nothing when no table)."""
+    dt = open_table(path)
+    if dt is None:
+        return
+    have = set(pa.schema(dt.schema().to_arrow()).names)
+    new = [f for f in columns if f.name not in have]
+    if new:
+        dt.alter.add_columns(list(DeltaSchema.from_arrow(pa.schema(new)).fields))
+        log.info("Delta table %s: added nullable columns %s", path, [f.name for f in new])
+
+
 def _refused(dt: DeltaTable, path: str, error: CommitFailedError) -> UnsupportedTableError | None:
     """The error to stop with when a failed commit was not another writer's commit (None: retry)."""
     if "Unsupported table features" in str(error):
@@ -214,13 +244,17 @@ def _commits_since(dt: DeltaTable, version: int) -> str:
     return ", ".join(sorted(seen)) or f"versions after {version}"
 
 
+def batch_name(batch_id: int, generation: int | None) -> str:
+    return f"batch write {batch_id}" if generation is None else f"batch {batch_id} (generation {generation})"
+
+
 def _skip_reason(dt: DeltaTable, c: BatchCommit) -> str | None:
     """Why `c` must not be committed on this snapshot: None to commit; raises when it must stop."""
     marker = dt.transaction_version(marker_app_id(c.app_id, c.generation))
     if marker is not None and marker >= c.batch_id:
         return f"marker {marker_app_id(c.app_id, c.generation)}={marker} >= batch {c.batch_id}"
     generation = dt.transaction_version(generation_app_id(c.app_id))
-    if generation is not None and generation > c.generation:
+    if generation is not None and c.generation is not None and generation > c.generation:
         remove_files(c.table_path, c.files)
         raise FencedError(c.table_path, f"app {c.app_id} generation {c.generation} was superseded by generation "
                           f"{generation} (a reprocess replace, or another stream started with the same app id); "
@@ -235,6 +269,28 @@ def _skip_reason(dt: DeltaTable, c: BatchCommit) -> str | None:
     return None
 
 
+def _check_lines_up(dt: DeltaTable, c: BatchCommit) -> None:
+    """Contiguity and the files' presence on this snapshot; raises (the batch's files removed) when not."""
+    gone = missing_files(c.table_path, c.files)
+    if gone:
+        remove_files(c.table_path, c.files)
+        raise MissingFilesError(c.table_path, f"{len(gone)} data files of {batch_name(c.batch_id, c.generation)} of "
+                                f"app {c.app_id} were deleted before its commit (e.g. {gone[0]}): a VACUUM with a "
+                                "retention shorter than a batch takes ran beside the writer. Nothing was committed; "
+                                "restart the job (it writes the batch again) and VACUUM with the default retention.",
+                                dt.version())
+    if c.mode == "overwrite" or c.start_offsets is None:
+        return
+    state = app_state(c.table_path, c.app_id, dt.version())
+    try:
+        contiguity.check(c.table_path, dt.version(), c.app_id, batch_name(c.batch_id, c.generation),
+                         contiguity.Batch(c.start_offsets, c.end_offsets or {}, c.topic_ids),
+                         contiguity.Stored(state.offsets, state.topic_ids), c.hint)
+    except NotContiguousError:
+        remove_files(c.table_path, c.files)
+        raise
+
+
 def _check_partitioning(dt: DeltaTable, c: BatchCommit) -> None:
     actual = list(dt.metadata().partition_columns)
     if actual != list(c.partition_by):
@@ -243,15 +299,17 @@ def _check_partitioning(dt: DeltaTable, c: BatchCommit) -> None:
                                   "set partitionBy to the table's or leave it unset")
 
 
-def _merge_schema(dt: DeltaTable, c: BatchCommit) -> DeltaTable:
+def _merge_schema(dt: DeltaTable, c: BatchCommit) -> bool:
+    """Add the batch's new columns (a commit of its own); True when it did, so the caller checks again on the
+    table as it is now."""
     table_schema = pa.schema(dt.schema().to_arrow())
     merged = _delta_schema_compatible(table_schema, c.schema, c.merge_schema, c.table_path)
     if merged is None:
-        return dt
+        return False
     new_cols = [f for f in merged if f.name not in table_schema.names]
     dt.alter.add_columns(list(DeltaSchema.from_arrow(pa.schema(new_cols)).fields))
     log.info("Delta table %s: added nullable columns %s", c.table_path, [f.name for f in new_cols])
-    return DeltaTable(c.table_path)
+    return True
 
 
 def commit_batch(c: BatchCommit) -> bool:
@@ -259,6 +317,12 @@ def commit_batch(c: BatchCommit) -> bool:
 
     Raises FencedError, CommitConflictError or SchemaMismatchError (the batch's files removed).
     """
+    if c.end_offsets and c.start_offsets is None:
+        remove_files(c.table_path, c.files)
+        raise NotContiguousError(c.table_path, f"{batch_name(c.batch_id, c.generation)} of app {c.app_id} has end "
+                                 "offsets but no start offsets, so it cannot be checked against the table's offsets; "
+                                 "nothing was committed (a batch write needs option startOffsets with offsets; a "
+                                 "stream needs its checkpoint's previous batch)")
     try:
         ensure_table(c.table_path, c.schema, c.partition_by)
     except UnsupportedTableError:
@@ -266,8 +330,9 @@ def commit_batch(c: BatchCommit) -> bool:
         raise
     actions: list[AddAction | RemoveAction] = [AddAction(f["path"], f["size"], f["partition_values"], f["modification_time"], True,
                          f"{{\"numRecords\": {f['num_records']}}}") for f in c.files]
-    metadata: dict[str, Any] = {"pylog.appId": c.app_id, "pylog.batchId": str(c.batch_id),
-                                "pylog.generation": str(c.generation), **c.extra_metadata}
+    metadata: dict[str, Any] = {"pylog.appId": c.app_id, "pylog.batchId": str(c.batch_id), **c.extra_metadata}
+    if c.generation is not None:
+        metadata["pylog.generation"] = str(c.generation)
     if c.end_offsets:
         metadata["pylog.offsets"] = to_json(c.end_offsets)
     for attempt in range(1, MAX_COMMIT_ATTEMPTS + 1):
@@ -277,10 +342,12 @@ def commit_batch(c: BatchCommit) -> bool:
             log.info("Delta table %s: skipping replayed batch %d of %s: %s", c.table_path, c.batch_id, c.app_id, reason)
             remove_files(c.table_path, c.files)
             return False
+        _check_lines_up(dt, c)
         try:
             check_writable(dt, c.table_path)
             _check_partitioning(dt, c)
-            dt = _merge_schema(dt, c)
+            if _merge_schema(dt, c):
+                continue   # the table moved on (our own schema commit, maybe others'): check again on it
         except (SchemaMismatchError, UnsupportedTableError):
             remove_files(c.table_path, c.files)
             raise
@@ -297,8 +364,8 @@ def commit_batch(c: BatchCommit) -> bool:
                      c.table_path, attempt, e)
             continue
         rows = sum(f["num_records"] for f in c.files)
-        log.info("Delta table %s: committed batch %d of %s (generation %d) as version %d: %d files, %d rows, "
-                 "offsets %s", c.table_path, c.batch_id, c.app_id, c.generation, dt.version() + 1, len(c.files),
+        log.info("Delta table %s: committed %s of %s as version %d: %d files, %d rows, offsets %s",
+                 c.table_path, batch_name(c.batch_id, c.generation), c.app_id, dt.version() + 1, len(c.files),
                  rows, metadata.get("pylog.offsets", "-"))
         return True
     remove_files(c.table_path, c.files)
@@ -306,32 +373,63 @@ def commit_batch(c: BatchCommit) -> bool:
                               f"first; gave up after {MAX_COMMIT_ATTEMPTS} attempts")
 
 
-def claim_generation(path: str, app_id: str, schema: pa.Schema, partition_by: list[str] | None = None) -> AppState:
+Starts = Callable[[AppState], PartitionOffsets]   # the declared start, from the app's state on the snapshot
+
+
+def claim_generation(path: str, app_id: str, schema: pa.Schema, partition_by: list[str] | None = None,
+                     starts: Starts | None = None, topic_ids: Mapping[str, str] | None = None) -> AppState:
     """Start a new generation of `app_id` in the table (creating it if needed) and fence older writers.
 
     Commits a txn-only version that raises the app's generation by one (0 on a new table); every
-    commit of an older generation fails from then on. Returns the app's state at that version: the
-    offsets the new generation resumes from, and the generation it owns.
+    commit of an older generation fails from then on. With `starts`, the same commit stores the
+    generation's declared start, computed from the app's state on the snapshot it commits against, as
+    the app's offsets (with `topic_ids`): its first batch must start there (connectors.contiguity).
+    Returns the app's state at that version: the offsets the new generation resumes from, and the
+    generation it owns.
     """
-    ensure_table(path, schema, partition_by)
+    return _declare(path, app_id, schema, partition_by, starts, topic_ids, new_generation=True)
+
+
+def declare_start(path: str, app_id: str, starts: Starts, topic_ids: Mapping[str, str] | None = None) -> AppState:
+    """Store new start offsets for `app_id` without a new generation: for a batch write that resumes a
+    partition elsewhere than the table's offset because its log changed (a re-created topic, records aged
+    out), as failOnDataLoss=false allows after the change was reported."""
+    return _declare(path, app_id, None, None, starts, topic_ids, new_generation=False)
+
+
+def _declare(path: str, app_id: str, schema: pa.Schema | None, partition_by: list[str] | None, starts: Starts | None,
+             topic_ids: Mapping[str, str] | None, *, new_generation: bool) -> AppState:
+    """One txn-only commit: a new generation (or the current one) and, with `starts`, the declared start."""
+    if schema is not None:
+        ensure_table(path, schema, partition_by)
+    what = "claim generation" if new_generation else "declare start"
     for _ in range(MAX_COMMIT_ATTEMPTS):
         dt = DeltaTable(path)
-        current = dt.transaction_version(generation_app_id(app_id))
-        gen = 0 if current is None else current + 1
+        before = app_state(path, app_id, dt.version())
+        current = before.generation
+        gen = (0 if current is None else current + 1) if new_generation else current
+        txns: dict[str, int] = {} if gen is None else {generation_app_id(app_id): gen}
+        declared = starts(before) if starts is not None else {}
+        txns.update(offsets_to_txns(app_id, declared))
+        txns.update(topic_ids_to_txns(app_id, topic_ids or {}, dt.version() + 1))
+        metadata = {"pylog.appId": app_id, "pylog.operation": what}
+        if gen is not None:
+            metadata["pylog.generation"] = str(gen)
+        if declared:
+            metadata["pylog.offsets"] = to_json(declared)
         try:
             dt.create_write_transaction([], mode="append", schema=dt.schema(),
                                         partition_by=list(dt.metadata().partition_columns) or None,
-                                        commit_properties=_props({"pylog.appId": app_id, "pylog.generation": str(gen),
-                                                                  "pylog.operation": "claim generation"},
-                                                                 {generation_app_id(app_id): gen}))
+                                        commit_properties=_props(metadata, txns))
         except CommitFailedError as e:
             refused = _refused(dt, path, e)
             if refused is not None:
                 raise refused from None
             continue
         state = app_state(path, app_id)
-        log.info("Delta table %s: app %s claimed generation %d at version %d", path, app_id, gen, dt.version() + 1)
-        if state.generation != gen:
+        log.info("Delta table %s: app %s: %s %s at version %d%s", path, app_id, what, gen, dt.version() + 1,
+                 f", starting at {to_json(declared)}" if declared else "")
+        if new_generation and state.generation != gen:
             raise CommitConflictError(path, f"app {app_id}: generation {gen} was claimed by another writer at once")
         return state
-    raise CommitConflictError(path, f"app {app_id}: could not claim a new generation; other writers kept committing")
+    raise CommitConflictError(path, f"app {app_id}: could not {what}; other writers kept committing")

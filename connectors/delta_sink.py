@@ -5,13 +5,16 @@
 
 Executors write Parquet files (no data passes through the driver); the driver makes one Delta
 commit per batch with the add actions, the marker txn(app id, batch id) and the batch's source end
-offsets, read from `<checkpoint>/offsets/<batchId>` (see connectors.delta_commit for the rule).
+offsets, read from `<checkpoint>/offsets/<batchId>`, after checking that the batch starts where the
+table's offsets for the app end (connectors.delta_commit, connectors.contiguity). The checkpoint
+records whose it is (connectors.checkpoint_owner): another table or app id refuses it.
 
 Options: path (required), appId (default: derived from the path), partitionBy (comma-separated),
 mergeSchema (true: add new nullable columns), generation (set by jobs; otherwise a stream with a new
 checkpoint claims the next generation, which fences older streams of the same app id). Batch writes
 (`df.write.format("pylog-delta").mode("append"|"overwrite")`) also take batchId (default: one past the
-table's last), offsets (the data's end offsets as Spark's offset JSON, sparklog.offsets.to_json),
+table's last batch write), offsets (the data's end offsets as Spark's offset JSON, sparklog.offsets.to_json)
+with startOffsets (where the data begins: it must be where the table's offsets for the app end),
 topicIds (JSON {topic: id}) and readVersion (an overwrite fails instead of replacing commits made
 after it). `writer_options` builds these options from typed values (what the jobs set); SinkOptions
 reads them back.
@@ -33,14 +36,22 @@ from pyspark.sql.datasource import (
 from pyspark.sql.types import StructType
 
 from connectors import faults
-from connectors.delta_commit import BatchCommit, app_state, claim_generation, commit_batch, table_partition_columns
+from connectors import checkpoint_owner, contiguity
+from connectors.delta_commit import (
+    BatchCommit,
+    app_state,
+    claim_generation,
+    commit_batch,
+    open_table,
+    table_partition_columns,
+)
 from connectors.parquet_files import remove_files, write_files
 from connectors.spark_checkpoint import kafka_position
 from sparklog.offsets import PartitionOffsets, TopicPartition, from_json, to_json
+from sparklog.options import OptionError, check_known
 
 log = logging.getLogger(__name__)
 
-GENERATION_FILE = "pylog-delta-sink.json"
 _BOOL = {"true": True, "false": False}
 
 
@@ -52,8 +63,16 @@ def _local_path(path: str) -> str:
     return path[len("file:"):] if path.startswith("file:") else path
 
 
+OPTIONS = ("path", "appId", "partitionBy", "mergeSchema", "checkpointLocation", "generation", "batchId", "offsets",
+           "startOffsets", "topicIds", "readVersion")
+
+
 class SinkOptions:
     def __init__(self, options: dict[str, str]) -> None:
+        try:
+            check_known(options, OPTIONS, "pylog-delta sink")
+        except OptionError as e:
+            raise SinkOptionError(str(e)) from None
         o = {k.lower(): v for k, v in options.items()}
         if not o.get("path"):
             raise SinkOptionError("pylog-delta: option 'path' (the Delta table location) is required")
@@ -71,12 +90,21 @@ class SinkOptions:
                 self.topic_ids = {str(k): str(v) for k, v in json.loads(o["topicids"]).items()}
             except (ValueError, TypeError, AttributeError) as e:
                 raise SinkOptionError(f"pylog-delta: option 'topicIds' must be JSON like {{\"topic\":\"id\"}}: {e}") from None
-        self.offsets: PartitionOffsets | None = None
-        if o.get("offsets"):
-            try:
-                self.offsets = from_json(o["offsets"])
-            except ValueError as e:
-                raise SinkOptionError(f"pylog-delta: option 'offsets' must be JSON like {{\"topic\":{{\"0\":23}}}}: {e}") from None
+        self.offsets = self._offsets(o, "offsets")
+        self.start_offsets = self._offsets(o, "startoffsets")
+        if self.offsets is not None and self.start_offsets is None:
+            raise SinkOptionError("pylog-delta: option 'offsets' needs option 'startOffsets' (where the data begins, "
+                                  "as Spark's offset JSON): the commit checks it against the table's offsets")
+
+    @staticmethod
+    def _offsets(o: dict[str, str], key: str) -> PartitionOffsets | None:
+        if not o.get(key):
+            return None
+        try:
+            return from_json(o[key])
+        except ValueError as e:
+            name = "startOffsets" if key == "startoffsets" else key
+            raise SinkOptionError(f"pylog-delta: option '{name}' must be JSON like {{\"topic\":{{\"0\":23}}}}: {e}") from None
 
     @staticmethod
     def _bool(o: dict[str, str], key: str) -> bool:
@@ -101,12 +129,14 @@ class SinkOptions:
 def writer_options(path: str, app_id: str, *, partition_by: Sequence[str] = (), merge_schema: bool = False,
                    generation: int | None = None, checkpoint: str | None = None, batch_id: int | None = None,
                    offsets: Mapping[TopicPartition, int] | None = None, topic_ids: Mapping[str, str] | None = None,
-                   read_version: int | None = None) -> dict[str, str]:
+                   read_version: int | None = None,
+                   start_offsets: Mapping[TopicPartition, int] | None = None) -> dict[str, str]:
     """The options of a `pylog-delta` write from typed values, as SinkOptions reads them (None: not set)."""
     out = {"path": path, "appId": app_id, "mergeSchema": "true" if merge_schema else "false"}
     optional: dict[str, object] = {
         "partitionBy": ",".join(partition_by) or None, "generation": generation, "checkpointLocation": checkpoint,
         "batchId": batch_id, "offsets": None if offsets is None else to_json(offsets),
+        "startOffsets": None if start_offsets is None else to_json(start_offsets),
         "topicIds": None if topic_ids is None else json.dumps(dict(topic_ids), sort_keys=True),
         "readVersion": read_version}
     out.update({k: str(v) for k, v in optional.items() if v is not None})
@@ -133,21 +163,27 @@ def _write(opts: SinkOptions, iterator: Iterator[pa.RecordBatch]) -> _FilesMessa
     return _FilesMessage([f.to_dict() for f in write_files(opts.path, iterator, opts.partition_by)])
 
 
+def _owner(opts: SinkOptions, generation: int | None) -> checkpoint_owner.Owner:
+    dt = open_table(opts.path)
+    return checkpoint_owner.Owner(opts.path, None if dt is None else str(dt.metadata().id), opts.app_id, generation)
+
+
 def _resolve_generation(opts: SinkOptions, schema: pa.Schema) -> int:
-    """A stream's generation: fixed by the job, or remembered in its checkpoint, or newly claimed."""
-    if opts.generation is not None:
-        return opts.generation
+    """A stream's generation: fixed by the job, or remembered in its checkpoint, or newly claimed. A checkpoint
+    of another table or app is refused (CheckpointMismatchError)."""
     if opts.checkpoint is None:
-        return 0
-    f = Path(opts.checkpoint) / GENERATION_FILE
-    if f.exists():
-        data = json.loads(f.read_text())
-        if data.get("appId") == opts.app_id:
-            return int(data["generation"])
-    gen = claim_generation(opts.path, opts.app_id, schema, opts.partition_by).generation or 0
-    f.parent.mkdir(parents=True, exist_ok=True)
-    f.write_text(json.dumps({"appId": opts.app_id, "generation": gen}))
-    log.info("pylog-delta: app %s writes generation %d from checkpoint %s", opts.app_id, gen, opts.checkpoint)
+        return opts.generation or 0
+    directory = Path(opts.checkpoint)
+    wanted = _owner(opts, opts.generation)
+    found = checkpoint_owner.check(directory, wanted, "option checkpointLocation", table_exists=wanted.table_id is not None)
+    if opts.generation is not None:
+        gen = opts.generation
+    elif found is not None and found.generation is not None:
+        return found.generation
+    else:
+        gen = claim_generation(opts.path, opts.app_id, schema, opts.partition_by).generation or 0
+        log.info("pylog-delta: app %s writes generation %d from checkpoint %s", opts.app_id, gen, opts.checkpoint)
+    checkpoint_owner.write(directory, _owner(opts, gen))
     return gen
 
 
@@ -164,6 +200,9 @@ class DeltaStreamWriter(DataSourceStreamArrowWriter):
         self.opts = _checked(opts)
         self.schema = arrow_schema(schema)
         self.generation = _resolve_generation(opts, self.schema)
+        self.hint = (contiguity.RESTART_JOB if opts.generation is not None else
+                     f"delete the checkpoint {opts.checkpoint} and start the query again with "
+                     f"startingOffsets=OffsetManager({opts.path!r}, {opts.app_id!r}).starting_offsets_json()")
 
     def write(self, iterator: Iterator[pa.RecordBatch]) -> WriterCommitMessage:
         return _write(self.opts, iterator)
@@ -171,8 +210,10 @@ class DeltaStreamWriter(DataSourceStreamArrowWriter):
     def commit(self, messages: list, batchId: int) -> None:
         position = kafka_position(self.opts.checkpoint, batchId) if self.opts.checkpoint else None
         commit_batch(BatchCommit(self.opts.path, self.opts.app_id, batchId, _files_of(messages), self.schema,
-                                 self.generation, position.offsets if position else None, self.opts.partition_by,
-                                 self.opts.merge_schema, topic_ids=position.topic_ids if position else {}))
+                                 self.generation, position.offsets if position else None,
+                                 position.start if position else None, self.opts.partition_by,
+                                 self.opts.merge_schema, topic_ids=position.topic_ids if position else {},
+                                 hint=self.hint))
         faults.after_delta_commit(batchId)
 
     def abort(self, messages: list, batchId: int) -> None:
@@ -187,7 +228,8 @@ class DeltaBatchWriter(DataSourceArrowWriter):
         if opts.batch_id is not None:
             self.batch_id = opts.batch_id
         else:
-            last = app_state(opts.path, opts.app_id).last_batch if not opts.generation else None
+            state = app_state(opts.path, opts.app_id)
+            last = state.last_batch if opts.generation is None else state.marker(opts.generation)
             self.batch_id = 0 if last is None else last + 1
 
     def write(self, iterator: Iterator[pa.RecordBatch]) -> WriterCommitMessage:
@@ -195,7 +237,7 @@ class DeltaBatchWriter(DataSourceArrowWriter):
 
     def commit(self, messages: list) -> None:
         commit_batch(BatchCommit(self.opts.path, self.opts.app_id, self.batch_id, _files_of(messages), self.schema,
-                                 self.opts.generation or 0, self.opts.offsets, self.opts.partition_by,
+                                 self.opts.generation, self.opts.offsets, self.opts.start_offsets, self.opts.partition_by,
                                  self.opts.merge_schema, mode="overwrite" if self.overwrite else "append",
                                  topic_ids=self.opts.topic_ids, read_version=self.opts.read_version))
 

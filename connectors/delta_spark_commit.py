@@ -9,7 +9,9 @@ the data files it writes (`writeFiles`), the files it replaces (overwrite, merge
 the batch (`updateSetTransaction`), with pylog's commit metadata as commitInfo tags. The tables read
 back exactly as the delta-rs engine's (connectors.delta_commit): the same txns, the same AppState.
 
-The exactly-once rule is delta_commit's, checked inside the transaction: the marker and generation
+The exactly-once rule is delta_commit's, and contiguity (connectors.contiguity) is checked the same way:
+the table's offsets for the batch's partitions are read with `txnVersion` inside the transaction.
+The rule is checked inside the transaction: the marker and generation
 are read with `txnVersion`, which makes them part of what the commit depends on, so a concurrent
 commit of either (a replay by another writer, a generation claim) fails it with delta-spark's
 conflict error, and the loop checks again on a fresh snapshot (skip, FencedError). A merge and an
@@ -28,7 +30,8 @@ import time
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
-from connectors.delta_commit import MAX_COMMIT_ATTEMPTS, prepare_table
+from connectors import contiguity
+from connectors.delta_commit import MAX_COMMIT_ATTEMPTS, batch_name, prepare_table
 from connectors.errors import CommitConflictError, FencedError, SchemaMismatchError
 from connectors.keyed_merge import (
     TOMBSTONE,
@@ -38,7 +41,8 @@ from connectors.keyed_merge import (
     touched_files,
     with_file_names,
 )
-from connectors.offset_txns import batch_txns, generation_app_id, marker_app_id
+from connectors.errors import NotContiguousError
+from connectors.offset_txns import batch_txns, generation_app_id, marker_app_id, offset_app_id
 from sparklog.offsets import PartitionOffsets, to_json
 
 log = logging.getLogger(__name__)
@@ -51,7 +55,7 @@ class SparkBatch:
     table_path: str
     app_id: str
     batch_id: int
-    generation: int = 0
+    generation: int | None = 0            # None: a batch write (its own marker, no fence)
     end_offsets: PartitionOffsets | None = None
     topic_ids: dict[str, str] = field(default_factory=dict)
     partition_by: list[str] = field(default_factory=list)
@@ -59,6 +63,7 @@ class SparkBatch:
     mode: Literal["append", "overwrite", "merge"] = "append"
     merge_keys: list[str] = field(default_factory=list)   # mode merge: the key columns
     read_version: int | None = None   # overwrite: the version whose files it replaces (None: the latest)
+    start_offsets: PartitionOffsets | None = None   # required with end_offsets: what contiguity checks
 
 
 class _Jvm:
@@ -138,7 +143,7 @@ def _skip_reason(txn: Any, b: SparkBatch) -> str | None:
     if marker >= 0 and marker >= b.batch_id:
         return f"marker {marker_id}={marker} >= batch {b.batch_id}"
     generation = int(txn.txnVersion(generation_app_id(b.app_id)))
-    if generation > b.generation:
+    if b.generation is not None and generation > b.generation:
         raise FencedError(b.table_path, f"app {b.app_id} generation {b.generation} was superseded by generation "
                           f"{generation} (a reprocess replace, or another stream started with the same app id); "
                           f"batch {b.batch_id} was not committed. Restart the job: it resumes from the offsets "
@@ -149,6 +154,25 @@ def _skip_reason(txn: Any, b: SparkBatch) -> str | None:
                                   "rows. Nothing was replaced: stop the other writers and run it again.",
                                   int(txn.readVersion()))
     return None
+
+
+def _check_contiguous(txn: Any, b: SparkBatch) -> None:
+    """connectors.contiguity's rule; the table's offsets of the batch's partitions are read inside `txn` (so the
+    commit depends on them), the topic ids they were taken from by the log reader at the same version."""
+    from connectors.delta_commit import app_state
+
+    if b.mode == "overwrite" or b.start_offsets is None:
+        return
+    version = int(txn.readVersion())
+    offsets = {}
+    for tp in sorted(set(b.start_offsets) | set(b.end_offsets or {})):
+        v = int(txn.txnVersion(offset_app_id(b.app_id, tp[0], tp[1])))
+        if v >= 0:
+            offsets[tp] = v
+    ids = app_state(b.table_path, b.app_id, version).topic_ids if version >= 0 else {}
+    contiguity.check(b.table_path, version, b.app_id, batch_name(b.batch_id, b.generation),
+                     contiguity.Batch(b.start_offsets, b.end_offsets or {}, b.topic_ids),
+                     contiguity.Stored(offsets, ids))
 
 
 def _prepared_rows(rows: Any, b: SparkBatch) -> Any:
@@ -170,14 +194,20 @@ def commit_with_delta_spark(spark: Any, rows: Any, b: SparkBatch) -> bool:
 
     Raises FencedError, CommitConflictError, SchemaMismatchError or UnsupportedTableError (nothing committed).
     """
+    if b.end_offsets and b.start_offsets is None:
+        raise NotContiguousError(b.table_path, f"{batch_name(b.batch_id, b.generation)} of app {b.app_id} has end "
+                                 "offsets but no start offsets, so it cannot be checked against the table's offsets; "
+                                 "nothing was committed")
     schema = _arrow_schema(rows)
     partition_by = prepare_table(b.table_path, schema, b.partition_by, b.merge_schema)
     data = _prepared_rows(rows, b)
     columns = _table_columns(rows)
     j = _Jvm(spark)
     delta_log = j.jvm.org.apache.spark.sql.delta.DeltaLog.forTable(spark._jsparkSession, b.table_path)
-    tags = {"pylog.appId": b.app_id, "pylog.batchId": str(b.batch_id), "pylog.generation": str(b.generation),
-            "pylog.engine": "delta-spark", "pylog.mode": b.mode}
+    tags = {"pylog.appId": b.app_id, "pylog.batchId": str(b.batch_id), "pylog.engine": "delta-spark",
+            "pylog.mode": b.mode}
+    if b.generation is not None:
+        tags["pylog.generation"] = str(b.generation)
     if b.end_offsets:
         tags["pylog.offsets"] = to_json(b.end_offsets)
     if b.mode == "merge":
@@ -190,6 +220,7 @@ def commit_with_delta_spark(spark: Any, rows: Any, b: SparkBatch) -> bool:
                 log.info("Delta table %s: skipping replayed batch %d of %s: %s", b.table_path, b.batch_id, b.app_id,
                          reason)
                 return False
+            _check_contiguous(txn, b)
             actions = _actions(j, txn, data, b, columns)
             version = int(txn.readVersion()) + 1
             now = j.some(int(time.time() * 1000))
@@ -203,8 +234,9 @@ def commit_with_delta_spark(spark: Any, rows: Any, b: SparkBatch) -> bool:
                 log.info("Delta table %s: another writer committed first (attempt %d): %s; checking again",
                          b.table_path, attempt, str(e).splitlines()[0][:300])
                 continue
-            log.info("Delta table %s: committed batch %d of %s (generation %d, delta-spark %s) as version %d, offsets %s",
-                     b.table_path, b.batch_id, b.app_id, b.generation, b.mode, committed, tags.get("pylog.offsets", "-"))
+            log.info("Delta table %s: committed %s of %s (delta-spark %s) as version %d, offsets %s",
+                     b.table_path, batch_name(b.batch_id, b.generation), b.app_id, b.mode, committed,
+                     tags.get("pylog.offsets", "-"))
             return True
     finally:
         if data is not rows and b.mode == "merge":

@@ -37,3 +37,18 @@ class UnsupportedTableError(DeltaSinkError):
 class TableLogError(DeltaSinkError):
     """The table's Delta log cannot be read as one unbroken run from a checkpoint, so the offsets and
     batch markers pylog keeps there are unknown. Nothing is guessed: starting over would duplicate."""
+
+
+class NotContiguousError(DeltaSinkError):
+    """A batch does not start where the table says its app stopped (connectors.contiguity): committing it
+    would skip or repeat records. Nothing was committed."""
+
+
+class CheckpointMismatchError(DeltaSinkError):
+    """A streaming checkpoint belongs to another table or app (connectors.checkpoint_owner): resuming from
+    it would read another query's offsets. Nothing was changed."""
+
+
+class MissingFilesError(DeltaSinkError):
+    """Data files a batch wrote were gone before its commit (a VACUUM with a short retention beside the
+    writer): committing would add rows nobody can read. Nothing was committed."""

@@ -33,7 +33,7 @@ from sparklog.kafka_log import with_logger
 from sparklog.log_changes import find_changes, resume_offsets
 from sparklog.offset_reader import OffsetReader
 from sparklog.offsets import PartitionOffsets, TopicIds, to_json
-from sparklog.options import OptionError, parse_batch_options
+from sparklog.options import OptionError, parse_batch_options, parse_stream_options
 
 log = logging.getLogger(__name__)
 
@@ -127,6 +127,28 @@ def resume_from(state: AppState, live: LiveLog, *, fail_on_data_loss: bool,
         default = live.earliest[tp] if new == "earliest" or tp[0] in known_topics else high
         out[tp] = starts.get(tp, default)
     return out
+
+
+def declared_start(state: AppState, live: LiveLog, source_options: Mapping[str, str], starting: str, *,
+                   fail_on_data_loss: bool) -> PartitionOffsets:
+    """Where a new generation of an app starts, as concrete offsets for every live partition: the table's
+    offsets (resume_from) when the app has any, else `starting` (earliest, latest, or Spark's offset JSON)
+    resolved by the source's own rules. A job stores this with its generation claim and passes it as
+    startingOffsets, so the first batch starts at the same offsets however often it is restarted."""
+    if state.offsets:
+        return resume_from(state, live, fail_on_data_loss=fail_on_data_loss,
+                           new="latest" if starting == "latest" else "earliest")
+    if starting == "earliest":
+        return dict(live.earliest)
+    if starting == "latest":
+        return dict(live.latest)
+    opts = parse_stream_options({**source_options, "startingOffsets": starting})
+    reader = OffsetReader(opts)
+    try:
+        return reader.resolve(opts.starting, sorted(live.latest), is_start=True,
+                              report_data_loss=lambda m: report_data_loss(m, fail_on_data_loss, log))
+    finally:
+        reader.close()
 
 
 def _per_partition(bootstrap: str, topics: Iterable[str], pick: Callable[[Consumer, str, int, int, int], int],

@@ -2,8 +2,10 @@
 
 A Delta `txn` action is (appId, version) and survives log checkpoints and log cleanup, unlike
 commitInfo. Each commit of the sink carries:
-  - the batch marker      `<app id>` (generation 0) or `<app id>#<generation>` → batch id;
-  - the generation        `pylog.generation:<app id>` → generation;
+  - the batch marker      `<app id>` (generation 0) or `<app id>#<generation>` → batch id, or
+                          `<app id>#batch` for batch writes (batch_load, a plain `df.write`), which belong
+                          to no generation: their own numbering, so they never collide with a stream's;
+  - the generation        `pylog.generation:<app id>` → generation (not by batch writes);
   - one offset per source topic-partition `pylog.offsets:["<app id>","<topic>",<partition>]` → next offset;
   - the id of each source topic, where the broker has ids, `pylog.topicId:["<app id>","<topic>","<id>"]`
     → the table version of the commit (a txn holds a number, so the id goes into its name; the entry
@@ -27,7 +29,13 @@ GENERATION_PREFIX = "pylog.generation:"
 TOPIC_ID_PREFIX = "pylog.topicId:"
 
 
-def marker_app_id(app_id: str, generation: int) -> str:
+BATCH_LANE = "batch"
+
+
+def marker_app_id(app_id: str, generation: int | None) -> str:
+    """The batch marker's txn app id: of a stream's generation, or (None) of batch writes."""
+    if generation is None:
+        return f"{app_id}#{BATCH_LANE}"
     return app_id if generation == 0 else f"{app_id}#{generation}"
 
 
@@ -88,12 +96,14 @@ def topic_ids_to_txns(app_id: str, topic_ids: Mapping[str, str], table_version: 
             for t, i in sorted(topic_ids.items())}
 
 
-def batch_txns(app_id: str, generation: int, batch_id: int, end_offsets: Mapping[TopicPartition, int] | None,
+def batch_txns(app_id: str, generation: int | None, batch_id: int, end_offsets: Mapping[TopicPartition, int] | None,
                topic_ids: Mapping[str, str], table_version: int) -> dict[str, int]:
-    """Every txn of one batch's commit (the one that makes `table_version`): marker, generation, topic ids and,
-    when known, the end offsets. The same for every engine: the offsets model is this, and only this."""
-    txns = {marker_app_id(app_id, generation): batch_id, generation_app_id(app_id): generation,
-            **topic_ids_to_txns(app_id, topic_ids, table_version)}
+    """Every txn of one batch's commit (the one that makes `table_version`): marker, generation (None: a batch
+    write, which has none), topic ids and, when known, the end offsets. The same for every engine: the offsets
+    model is this, and only this."""
+    txns = {marker_app_id(app_id, generation): batch_id, **topic_ids_to_txns(app_id, topic_ids, table_version)}
+    if generation is not None:
+        txns[generation_app_id(app_id)] = generation
     if end_offsets:
         txns.update(offsets_to_txns(app_id, end_offsets))
     return txns
@@ -116,9 +126,22 @@ class AppState:
     offsets: PartitionOffsets = field(default_factory=dict)
     topic_ids: dict[str, str] = field(default_factory=dict)
     generation: int | None = None
-    last_batch: int | None = None     # the marker of generation 0 (what batch writers count from)
+    last_batch: int | None = None     # the batch writes' marker (what batch writers count from)
+    markers: dict[int, int] = field(default_factory=dict)   # generation -> its last committed batch
 
     @classmethod
     def from_txns(cls, table_version: int, txns: Mapping[str, int], app_id: str) -> "AppState":
+        # Tables written before batch writes had their own marker kept it in generation 0's.
+        last = txns.get(marker_app_id(app_id, None), txns.get(marker_app_id(app_id, 0)))
+        markers = {}
+        for key, version in txns.items():
+            if key == app_id:
+                markers[0] = int(version)
+            elif key.startswith(app_id + "#") and key[len(app_id) + 1:].isdigit():
+                markers[int(key[len(app_id) + 1:])] = int(version)
         return cls(table_version, offsets_from_txns(txns, app_id), topic_ids_from_txns(txns, app_id),
-                   txns.get(generation_app_id(app_id)), txns.get(marker_app_id(app_id, 0)))
+                   txns.get(generation_app_id(app_id)), last, markers)
+
+    def marker(self, generation: int) -> int | None:
+        """The last batch of `generation` committed (None: none yet)."""
+        return self.markers.get(generation)

@@ -115,3 +115,10 @@ def remove_files(table_path: str, files: Iterable[dict]) -> None:
             os.remove(Path(table_path) / unquote(f["path"]))
         except FileNotFoundError:
             pass
+
+
+def missing_files(table_path: str, files: Iterable[dict]) -> list[str]:
+    """The paths (relative to the table) of written files that are no longer there."""
+    from urllib.parse import unquote
+
+    return [f["path"] for f in files if not (Path(table_path) / unquote(f["path"])).is_file()]

@@ -2,17 +2,19 @@
 
 Starts one local broker (no ZooKeeper), creates a topic, produces realistic JSON events, runs
 `stream_to_delta` with availableNow into a Delta table on disk, and prints a summary: rows in the
-table, the offsets stored in it, and the lag of the consumer group that mirrors them. Stops
-everything it started, even on failure.
+table, the offsets stored in it, and the lag of the consumer group that mirrors them. Stops the broker
+it started, even on failure, and keeps what it made (the broker's data, the table, the checkpoint) in
+one folder, `demo/` in the project (PYLOG_DEMO_DIR elsewhere), emptied at the start of each run; the
+summary says how to look at it and how to remove it.
 """
 from __future__ import annotations
 
 import json
 import logging
 import random
+import os
 import shutil
 import sys
-import tempfile
 import time
 import uuid
 from pathlib import Path
@@ -24,6 +26,7 @@ from broker.process import BrokerProcess
 from connectors.offset_manager import OffsetManager, end_offsets
 from jobs import stream_to_delta
 from jobs.config import JobConfig
+from sparklog.kafka_log import with_logger
 from sparklog.offsets import PartitionOffsets, to_json
 from sparklog.planner import backlog
 
@@ -32,6 +35,7 @@ log = logging.getLogger("pylog.demo")
 TOPIC = "events"
 PARTITIONS = 4
 EVENTS = 20_000
+MARK = ".pylog-demo"
 EVENT_TYPES = ["page_view", "click", "add_to_cart", "checkout", "login", "logout"]
 
 
@@ -47,8 +51,8 @@ def sample_event(i: int, now_ms: int) -> dict[str, object]:
 
 
 def produce_events(bootstrap: str) -> float:
-    p = Producer({"bootstrap.servers": bootstrap, "acks": "all", "enable.idempotence": True, "linger.ms": 5,
-                  "compression.type": "zstd"})
+    p = Producer(with_logger({"bootstrap.servers": bootstrap, "acks": "all", "enable.idempotence": True,
+                              "linger.ms": 5, "compression.type": "zstd"}))
     now = int(time.time() * 1000)
     start = time.monotonic()
     failures: list[str] = []
@@ -70,7 +74,7 @@ def produce_events(bootstrap: str) -> float:
 
 def group_lag(bootstrap: str, group: str, ends: PartitionOffsets) -> int | None:
     """Lag of the consumer group that mirrors the table's offsets, as any Kafka lag monitor sees it."""
-    c = Consumer({"bootstrap.servers": bootstrap, "group.id": group, "enable.auto.commit": False})
+    c = Consumer(with_logger({"bootstrap.servers": bootstrap, "group.id": group, "enable.auto.commit": False}))
     try:
         committed = c.committed([TopicPartition(t, p) for t, p in ends], timeout=10)
         return backlog({(tp.topic, tp.partition): max(tp.offset, 0) for tp in committed}, ends)
@@ -81,9 +85,33 @@ def group_lag(bootstrap: str, group: str, ends: PartitionOffsets) -> int | None:
         c.close()
 
 
+def demo_dir() -> Path:
+    return Path(os.environ.get("PYLOG_DEMO_DIR") or Path(__file__).resolve().parents[1] / "demo").absolute()
+
+
+def next_steps(workdir: Path, table: Path) -> str:
+    py = sys.executable
+    return "\n".join([
+        f"everything the demo made is in {workdir}:",
+        f"  look at the table  : {py} -c \"from deltalake import DeltaTable; "
+        f"print(DeltaTable('{table}').to_pyarrow_table().slice(0, 5))\"",
+        f"  its offsets        : {py} -c \"from connectors.offset_manager import OffsetManager; "
+        f"print(OffsetManager('{table}', 'demo-events').committed())\"",
+        f"  the broker again   : pylog broker --data-dir {workdir / 'broker-data'} --port 9092",
+        f"  remove it          : rm -rf {workdir}   (the next make demo starts it afresh)",
+    ])
+
+
 def main() -> int:
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(message)s")
-    workdir = Path(tempfile.mkdtemp(prefix="pylog-demo-"))
+    workdir = demo_dir()
+    if workdir.exists() and any(workdir.iterdir()) and not (workdir / MARK).exists():
+        print(f"make demo: {workdir} exists and was not made by the demo; set PYLOG_DEMO_DIR to another folder",
+              file=sys.stderr)
+        return 2
+    shutil.rmtree(workdir, ignore_errors=True)
+    workdir.mkdir(parents=True)
+    (workdir / MARK).write_text("made by make demo (jobs/demo.py); emptied by its next run\n")
     broker = BrokerProcess(workdir / "broker-data")
     table = workdir / "tables" / "events"
     try:
@@ -124,11 +152,11 @@ def main() -> int:
         print("events by type          : " + ", ".join(f"{k}={v}" for k, v in sorted(by_type.items())))
         ok = rows.num_rows == distinct == EVENTS and stored == ends
         print("exactly once            : " + ("yes" if ok else "NO"))
+        print("\n" + next_steps(workdir, table))
         return 0 if ok else 1
     finally:
         broker.close()
-        shutil.rmtree(workdir, ignore_errors=True)
-        log.info("stopped the broker and removed %s", workdir)
+        log.info("stopped the broker; its data and the table stay in %s", workdir)
 
 
 if __name__ == "__main__":

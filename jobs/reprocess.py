@@ -29,7 +29,7 @@ from connectors.delta_spark_commit import SparkBatch, commit_with_delta_spark
 from connectors.offset_manager import LiveLog, OffsetManager, live_log, resume_from, rewind_offsets
 from jobs.config import JobConfig, JobConfigError
 from jobs.progress import BatchProgress
-from jobs.rows import source_options, table_rows
+from jobs.rows import check_value_settings, job_rows, source_options
 from jobs.sink_engine import check_keys, keyed_state, sink_choice, table_columns
 from jobs.spark_session import build_session
 from sparklog.offsets import EARLIEST, PartitionOffsets, TopicPartition, format_tp, from_json, to_json
@@ -114,6 +114,7 @@ def run(cfg: JobConfig) -> int:
     if mode not in ("new-table", "replace"):
         raise JobConfigError(f"job reprocess: reprocess.mode must be new-table or replace, got {mode!r}")
     target = table if mode == "replace" else cfg.require("reprocess.target.path")
+    check_value_settings(cfg)
     kind, value = parse_from(cfg)
     live = live_log(source_options(cfg))
     ends = live.latest
@@ -133,22 +134,23 @@ def run(cfg: JobConfig) -> int:
         from pyspark.sql import functions as F
 
         df = df.where(F.col("timestamp") >= F.timestamp_millis(F.lit(value)))
-    rows = table_rows(df, cfg.get("value.schema"), choice.merge)
+    rows = job_rows(cfg, df, choice.merge)
     check_keys(cfg, choice, rows)
     if choice.merge:
         rows = keyed_state(rows, choice.merge_keys)
     partition_by = cfg.list("sink.partition.by")
-    claim = claim_generation(target, app_id, arrow_schema(table_columns(rows).schema), partition_by)
+    claim = claim_generation(target, app_id, arrow_schema(table_columns(rows).schema), partition_by,
+                             starts=lambda _state: starts, topic_ids=live.topic_ids)
     log.info("reprocessing %d records of %s from %s to %s into %s (%s, generation %s, table version %d)", records,
              ",".join(topics), to_json(starts), to_json(ends), target, mode, claim.generation, claim.table_version)
     with BatchProgress(spark, "reprocessing", records):
         if choice.delta_spark:
             commit_with_delta_spark(spark, rows, SparkBatch(
                 target, app_id, 0, claim.generation or 0, ends, dict(live.topic_ids), partition_by, True, "overwrite",
-                read_version=claim.table_version))
+                read_version=claim.table_version, start_offsets=starts))
         else:
             rows.write.format("pylog-delta").mode("overwrite").options(**writer_options(
                 target, app_id, partition_by=partition_by, merge_schema=True, generation=claim.generation, batch_id=0,
-                read_version=claim.table_version, offsets=ends, topic_ids=live.topic_ids)).save()
+                read_version=claim.table_version, offsets=ends, start_offsets=starts, topic_ids=live.topic_ids)).save()
     log.info("rebuilt %s up to offsets %s", target, to_json(ends))
     return 0

@@ -42,12 +42,16 @@ SINK = (
             "in the batch wins; a record with a null value deletes its key); merge needs sink.engine=delta-spark"),
     Setting("sink.merge.key", None, "for sink.mode=merge: comma-separated columns that identify a row, e.g. key"),
     Setting("value.schema", None, "DDL schema of JSON values, e.g. 'id string, amount double'; empty keeps raw bytes"),
+    Setting("value.on.error", "keep", "a value that is not JSON of value.schema: keep (its bytes in the column "
+            "_corrupt_value, counted in the batch's line) | fail (stop, naming topic, partition and offset)"),
     Setting("group.mirror", None, "consumer group that mirrors the table's offsets, so lag tools see them"),
 )
 COMMON = (
     Setting("spark.master", "local[2]", "Spark master URL"),
     Setting("spark.log.level", "WARN", "log level of Spark's own messages"),
     Setting("spark.*", None, "any other Spark setting, e.g. spark.executor.memory"),
+    Setting("log.file", "<temp dir>/pylog-logs/<job>-<time>-<pid>.log", "where Spark's own log goes (a failure's "
+            "line names it)"),
 )
 
 

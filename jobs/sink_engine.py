@@ -98,5 +98,5 @@ class DeltaSparkStreamWriter:
         commit_with_delta_spark(df.sparkSession, df, SparkBatch(
             self.table, self.app_id, batch_id, self.generation, position.offsets if position else None,
             position.topic_ids if position else {}, self.partition_by, self.merge_schema, self.choice.mode,
-            self.choice.merge_keys))
+            self.choice.merge_keys, start_offsets=position.start if position else None))
         faults.after_delta_commit(batch_id)

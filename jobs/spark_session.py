@@ -2,7 +2,9 @@
 
 Registers the `pylog` source and the `pylog-delta` sink explicitly, so jobs work from any directory
 and any install mode (Spark's own discovery of `pyspark_*` modules depends on how the package was
-installed). Spark and py4j log at WARN unless `spark.log.level` says otherwise.
+installed). Spark and py4j log at WARN unless `spark.log.level` says otherwise; Spark's log goes to a file
+(`log.file`, default a new file under the temp dir), never to the console, so a failing job ends with
+its one line and the file's name.
 
 `with_delta_spark(builder)` puts delta-spark, Spark's own Delta engine, on a session: its jars (fetched
 from Maven Central by the Makefile into .cache/jars/delta-spark, see jvm/delta-spark.xml), Delta's SQL
@@ -15,6 +17,8 @@ from __future__ import annotations
 import logging
 import os
 import sys
+import tempfile
+import time
 from pathlib import Path
 from typing import Any
 
@@ -22,7 +26,8 @@ from jobs.config import JobConfig
 from jobs.signals import STOPPER, shield_spark_jvm
 
 REPO = Path(__file__).resolve().parents[1]
-LOG4J = REPO / "conf" / "log4j2.properties"
+LOG4J = REPO / "conf" / "log4j2-job.properties"   # Spark's log into a file (job_log_file), none on the console
+_log_file: Path | None = None
 DELTA_SPARK_JARS = REPO / ".cache" / "jars" / "delta-spark"
 # delta-spark on a small local table: snapshots in a few partitions, file listings in a few tasks
 DELTA_SPARK_LOCAL_DEFAULTS = {"spark.databricks.delta.snapshotPartitions": "4",
@@ -65,6 +70,19 @@ def has_delta_spark(spark: Any) -> bool:
     return DELTA_SPARK_CONF["spark.sql.extensions"] in (spark.conf.get("spark.sql.extensions", "") or "")
 
 
+def job_log_file(cfg: JobConfig) -> Path:
+    """Where Spark's own log of this run goes: the `log.file` setting, else a new file under the temp dir."""
+    given = cfg.get("log.file")
+    if given:
+        return Path(given).absolute()
+    return Path(tempfile.gettempdir()) / "pylog-logs" / f"{cfg.name}-{time.strftime('%Y%m%d-%H%M%S')}-{os.getpid()}.log"
+
+
+def current_log_file() -> Path | None:
+    """Spark's log file of the session this process built (None before one was built)."""
+    return _log_file
+
+
 def build_session(cfg: JobConfig, app_name: str, *, delta_spark: bool = False) -> Any:  # -> SparkSession
     """The job's SparkSession (pyspark imported lazily); with delta-spark's engine when `delta_spark`."""
     os.environ.setdefault("SPARK_LOCAL_IP", "127.0.0.1")
@@ -79,8 +97,12 @@ def build_session(cfg: JobConfig, app_name: str, *, delta_spark: bool = False) -
          .config("spark.ui.showConsoleProgress", "false")
          .config("spark.sql.shuffle.partitions", cfg.get("spark.sql.shuffle.partitions", "4"))
          .config("spark.sql.session.timeZone", "UTC"))
+    global _log_file
     if LOG4J.exists():
-        b = b.config("spark.driver.extraJavaOptions", f"-Dlog4j2.configurationFile={LOG4J}")
+        _log_file = job_log_file(cfg)
+        _log_file.parent.mkdir(parents=True, exist_ok=True)
+        b = b.config("spark.driver.extraJavaOptions",
+                     f"-Dlog4j2.configurationFile={LOG4J} -Dpylog.log.file={_log_file}")
     for k, v in cfg.values.items():
         if k.startswith("spark.") and k not in ("spark.master", "spark.log.level"):
             b = b.config(k, v)

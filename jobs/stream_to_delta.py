@@ -9,11 +9,18 @@ group.mirror (a consumer group that mirrors the table's offsets so lag tools see
 commit, jobs.sink_engine), sink.mode and sink.merge.key (merge: upserts and deletes by key).
 
 Restarts: the real checkpoint is `<sink.checkpoint.location>/gen-<g>`, where g is the table's
-generation for this app. When that directory is gone (lost checkpoint, the table rebuilt by
-`reprocess`, or another stream took over the app id), the job claims a new generation in the table,
-which fences any older writer of the app, and starts from the offsets committed in the table itself,
-checked against the live topics (a re-created topic is an error with source.fail.on.data.loss=true,
-otherwise read from its start). A fenced stream stops with a message saying so; restart it.
+generation for this app; the location records the table and app it belongs to, and refuses any other
+(connectors.checkpoint_owner). The table's offsets are the truth and the checkpoint a cache of them: the
+job resumes gen-<g> only while it agrees with the table (its last batch is the table's last batch of the
+generation, and ends at the table's offsets). When it does not (lost checkpoint, the table rebuilt by
+`reprocess`, a batch_load or another stream of the app committed since), the job claims a new generation
+in the table, which fences any older writer of the app and stores the generation's start: the offsets
+committed in the table, checked against the live topics (a re-created topic is an error with
+source.fail.on.data.loss=true, otherwise read from its start), or source.starting.offsets resolved to
+concrete offsets for an app the table has never seen. That start is passed as startingOffsets on every
+run, so a run killed in its first batch re-runs it from the same offsets. Every commit checks that its
+batch starts where the table's offsets end (connectors.contiguity). A fenced stream stops with a
+message saying so; restart it.
 SIGTERM and SIGINT stop the query after the batch in flight.
 """
 from __future__ import annotations
@@ -27,12 +34,14 @@ from typing import Any
 
 import pyarrow as pa
 
-from connectors.delta_commit import claim_generation
+from connectors import checkpoint_owner
+from connectors.delta_commit import claim_generation, open_table
 from connectors.delta_sink import arrow_schema, writer_options
-from connectors.offset_manager import OffsetManager, live_log, resume_from
+from connectors.offset_manager import OffsetManager, declared_start, live_log
+from connectors.spark_checkpoint import progress
 from jobs.config import JobConfig
 from jobs.errors import JobFailed, root_cause
-from jobs.rows import source_options, table_rows
+from jobs.rows import add_raw_columns, check_value_settings, job_rows, observed, observed_counts, source_options
 from jobs.signals import STOPPER
 from jobs.sink_engine import DeltaSparkStreamWriter, check_keys, sink_choice, table_columns
 from jobs.spark_session import build_session
@@ -47,27 +56,56 @@ log = logging.getLogger("pylog.job.stream_to_delta")
 class Plan:
     generation: int
     checkpoint: Path
-    starting_offsets: str | None   # None: Spark resumes from the checkpoint
+    starting_offsets: str | None   # None: Spark resumes from the checkpoint's committed batches
+
+
+def _checkpoint_base(cfg: JobConfig, table: str, app_id: str) -> Path:
+    """sink.checkpoint.location, refused when it belongs to another table or app, and marked as this job's."""
+    base = Path(cfg.require("sink.checkpoint.location"))
+    dt = open_table(table)
+    owner = checkpoint_owner.Owner(str(Path(table).absolute()), None if dt is None else str(dt.metadata().id), app_id)
+    found = checkpoint_owner.check(base, owner, "setting sink.checkpoint.location", table_exists=dt is not None)
+    if found != owner and (found is None or dt is not None):
+        checkpoint_owner.write(base, owner)
+    return base
 
 
 def plan_generation(cfg: JobConfig, table: str, app_id: str, schema: pa.Schema, partition_by: list[str]) -> Plan:
-    """Resume this app's generation from its checkpoint, or claim a new one and start from the table."""
+    """Resume this app's generation from its checkpoint while it agrees with the table, or claim a new one that
+    starts from the table's offsets (see the module's docstring)."""
+    base = _checkpoint_base(cfg, table, app_id)
     om = OffsetManager(table, app_id)
-    base = Path(cfg.require("sink.checkpoint.location"))
-    current = om.state().generation
+    state = om.state()
+    current = state.generation
+    starting = cfg.get("source.starting.offsets", "earliest")
+    fail_on_data_loss = cfg.bool("source.fail.on.data.loss", True)
+    options = source_options(cfg)
     if current is not None and (base / f"gen-{current}").exists():
-        return Plan(current, base / f"gen-{current}", None)
-    claim = claim_generation(table, app_id, schema, partition_by)
+        checkpoint = base / f"gen-{current}"
+        why = checkpoint_owner.disagreement(progress(str(checkpoint)), state, current)
+        if why is None and state.marker(current) is not None:
+            return Plan(current, checkpoint, None)
+        if why is None:   # no batch of the generation committed yet: pass its declared start again
+            start = declared_start(state, live_log(options), options, starting, fail_on_data_loss=fail_on_data_loss)
+            moved = {tp: o for tp, o in start.items() if tp in state.offsets and state.offsets[tp] != o}
+            if not moved:
+                return Plan(current, checkpoint, to_json(start))
+            why = f"the log changed under the generation's declared start ({to_json(moved)} now)"
+        log.warning("checkpoint %s does not match table %s: %s; starting generation %d from the table's offsets",
+                    checkpoint, table, why, current + 1)
+    live = live_log(options)
+    claim = claim_generation(table, app_id, schema, partition_by, topic_ids=live.topic_ids,
+                             starts=lambda st: declared_start(st, live, options, starting,
+                                                              fail_on_data_loss=fail_on_data_loss))
     gen = claim.generation or 0
     checkpoint = base / f"gen-{gen}"
-    if checkpoint.exists():   # left by a run that never committed under this generation's claim
-        checkpoint.rename(checkpoint.with_name(f"{checkpoint.name}.abandoned-{int(time.time())}"))
-    if not claim.offsets:
-        return Plan(gen, checkpoint, cfg.get("source.starting.offsets", "earliest"))
-    default = cfg.get("source.starting.offsets", "earliest")
-    starts = resume_from(claim, live_log(source_options(cfg)), new="latest" if default == "latest" else "earliest",
-                         fail_on_data_loss=cfg.bool("source.fail.on.data.loss", True))
-    return Plan(gen, checkpoint, to_json(starts))
+    if checkpoint.exists():   # a generation number the table reached again (a RESTORE to an older version)
+        aside = checkpoint.with_name(f"{checkpoint.name}.abandoned-{int(time.time())}")
+        log.warning("checkpoint %s was made for an earlier generation %d of the table; moved to %s", checkpoint, gen,
+                    aside)
+        checkpoint.rename(aside)
+    _checkpoint_base(cfg, table, app_id)   # the table exists now: record its id
+    return Plan(gen, checkpoint, to_json({tp: o for tp, o in claim.offsets.items() if tp in live.latest}))
 
 
 class _ProgressLogger:
@@ -87,8 +125,8 @@ class _ProgressLogger:
             src = progress.sources[0] if progress.sources else None
             end = self._offsets(src.endOffset if src else None)
             latest = self._offsets(src.latestOffset if src else None) or end
-            log.info("batch %d: %d rows, offsets %s, lag %d", progress.batchId, progress.numInputRows,
-                     to_json(end), backlog(end, latest))
+            log.info("batch %d: %d rows, offsets %s, lag %d%s", progress.batchId, progress.numInputRows,
+                     to_json(end), backlog(end, latest), observed_counts(progress.observedMetrics))
         except Exception as e:  # noqa: BLE001 - reporting must never stop the job
             log.warning("batch %d: could not report progress: %s", progress.batchId, e)
         if self.group:
@@ -104,10 +142,13 @@ def run(cfg: JobConfig) -> int:
     trigger = cfg.trigger()
     options = source_options(cfg)
     partition_by = cfg.list("sink.partition.by")
+    check_value_settings(cfg)
     choice = sink_choice(cfg)
+    _checkpoint_base(cfg, table, app_id)   # another job's checkpoint is refused before Spark starts
     spark = build_session(cfg, f"pylog stream_to_delta {app_id}", delta_spark=choice.delta_spark)
-    probe = table_rows(spark.readStream.format("pylog").options(**options).load(), cfg.get("value.schema"), choice.merge)
+    probe = job_rows(cfg, spark.readStream.format("pylog").options(**options).load(), choice.merge)
     check_keys(cfg, choice, probe)
+    add_raw_columns(cfg, table)
     plan = plan_generation(cfg, table, app_id, arrow_schema(table_columns(probe).schema), partition_by)
     log.info("app %s generation %d, checkpoint %s, starting offsets %s", app_id, plan.generation, plan.checkpoint,
              plan.starting_offsets or "from the checkpoint")
@@ -116,7 +157,7 @@ def run(cfg: JobConfig) -> int:
         reader = reader.option("startingOffsets", plan.starting_offsets)
     if cfg.get("source.max.offsets.per.trigger"):
         reader = reader.option("maxOffsetsPerTrigger", cfg.require("source.max.offsets.per.trigger"))
-    rows = table_rows(reader.load(), cfg.get("value.schema"), choice.merge)
+    rows = observed(job_rows(cfg, reader.load(), choice.merge))
     merge_schema = cfg.bool("sink.merge.schema", False)
     if choice.delta_spark:
         writer = DeltaSparkStreamWriter(table, app_id, plan.generation, str(plan.checkpoint), choice, partition_by,
@@ -132,6 +173,12 @@ def run(cfg: JobConfig) -> int:
                                              cfg.get("group.mirror")))
 
 
+def _ran(progress: Any) -> bool:
+    """Whether a progress event reports a batch that ran: a processing-time query also reports idle triggers,
+    under the id of the batch still to come, with 0 rows."""
+    return "addBatch" in (progress.durationMs or {})
+
+
 def _supervise(query: Any, on_progress: _ProgressLogger) -> int:
     STOPPER.graceful = True
     stop = STOPPER.requested
@@ -139,7 +186,7 @@ def _supervise(query: Any, on_progress: _ProgressLogger) -> int:
     while query.isActive:
         query.awaitTermination(0.5)
         for p in query.recentProgress:
-            if p.batchId > seen:
+            if p.batchId > seen and _ran(p):
                 seen = p.batchId
                 on_progress(p)
         if stop.is_set():
@@ -148,7 +195,7 @@ def _supervise(query: Any, on_progress: _ProgressLogger) -> int:
                 time.sleep(0.2)
             query.stop()
     for p in query.recentProgress:
-        if p.batchId > seen:
+        if p.batchId > seen and _ran(p):
             seen = p.batchId
             on_progress(p)
     exc = query.exception()

@@ -17,9 +17,34 @@ SUBCOMMANDS = ["broker.tools.broker_cmd", "broker.tools.topics", "broker.tools.p
                "broker.tools.perf", "broker.tools.groups", "broker.tools.cluster_cmd", "pylog.job_cmd"]
 
 
+DISTRIBUTION = "pylog-stream"   # the name on PyPI ("pylog" there is another project)
+LOG_LEVELS = ("DEBUG", "INFO", "WARNING", "ERROR", "CRITICAL")
+
+
+def version() -> str:
+    from importlib.metadata import PackageNotFoundError
+    from importlib.metadata import version as dist_version
+
+    try:
+        return dist_version(DISTRIBUTION)
+    except PackageNotFoundError:
+        return "unknown (not installed; run make install)"
+
+
+def _log_level(value: str) -> str:
+    level = value.strip().upper()
+    if level == "WARN":
+        level = "WARNING"
+    if level not in LOG_LEVELS:
+        raise argparse.ArgumentTypeError(f"{value!r} is not a log level: choose one of {', '.join(LOG_LEVELS)}")
+    return level
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="pylog", description="pylog: a Kafka-protocol log for Spark")
-    parser.add_argument("--log-level", default="INFO", help="logging level (default INFO)")
+    parser.add_argument("--version", action="version", version=f"pylog {version()} ({DISTRIBUTION})")
+    parser.add_argument("--log-level", default="INFO", type=_log_level,
+                        help=f"logging level: {', '.join(LOG_LEVELS)} (default INFO)")
     sub = parser.add_subparsers(dest="command", metavar="COMMAND", required=True)
     for name in SUBCOMMANDS:
         module = importlib.import_module(name)
@@ -31,7 +56,7 @@ def main(argv: list[str] | None = None) -> int:
     parser = build_parser()
     args = parser.parse_args(argv)
     logging.basicConfig(
-        level=getattr(logging, str(args.log_level).upper(), logging.INFO),
+        level=getattr(logging, args.log_level),
         format="%(asctime)s %(levelname)s %(name)s: %(message)s",
         stream=sys.stderr,
     )

@@ -72,16 +72,24 @@ def _run(args: argparse.Namespace, stopper: "JobStopper") -> int:
     except (JobConfigError, JobFailed) as e:
         if stopper.signum is not None:
             return _stopped(args.name, stopper.signum, stopper.signal_name)
-        raise CliError(f"job {args.name} failed: {e}" if isinstance(e, JobFailed) else str(e)) from None
+        raise CliError(f"job {args.name} failed: {e}{_log_hint()}" if isinstance(e, JobFailed) else str(e)) from None
     except Exception as e:  # Spark, Py4J, Delta and Kafka errors: one line naming the root cause
         if stopper.signum is not None:   # a Spark job cancelled because of a signal
             return _stopped(args.name, stopper.signum, stopper.signal_name)
         logging.getLogger("pylog.job").debug("job %s failed", args.name, exc_info=True)   # --log-level DEBUG
-        raise CliError(f"job {args.name} failed: {root_cause(e)}") from None
+        raise CliError(f"job {args.name} failed: {root_cause(e)}{_log_hint()}") from None
     if stopper.requested.is_set() and not stopper.graceful:
         logging.getLogger("pylog.job").info("job %s had finished its work when %s arrived", args.name,
                                             stopper.signal_name)
     return rc
+
+
+def _log_hint() -> str:
+    """' (Spark's log: FILE)' when the job built a Spark session, whose log went to that file."""
+    from jobs.spark_session import current_log_file
+
+    f = current_log_file()
+    return f" (Spark's log: {f})" if f is not None and f.exists() else ""
 
 
 def _stopped(name: str, signum: int, how: str) -> int:

@@ -15,7 +15,7 @@ from pyspark.sql.datasource import DataSourceReader, InputPartition
 from sparklog.executor import read_task
 from sparklog.offset_reader import OffsetReader
 from sparklog.offsets import format_tp
-from sparklog.options import ReadOptions
+from sparklog.options import OptionError, ReadOptions
 from sparklog.planner import OffsetRange, RangePartition, plan_tasks
 from sparklog.reader_settings import ReaderSettings
 
@@ -32,6 +32,7 @@ class PylogBatchReader(DataSourceReader):
         reader = OffsetReader(self.opts)
         try:
             tps = reader.partitions()
+            self._check_topics(tps)
             start = reader.resolve(self.opts.starting, tps, is_start=True)
             end = reader.resolve(self.opts.ending, tps, is_start=False)
         finally:
@@ -46,6 +47,16 @@ class PylogBatchReader(DataSourceReader):
                                  "endingOffsets (or timestamp) options.")
             ranges.append(OffsetRange(tp[0], tp[1], start[tp], end[tp]))
         return ranges
+
+    def _check_topics(self, tps: list[tuple[str, int]]) -> None:
+        """A subscribed topic the broker does not have is an error naming it (Spark reads it as empty), unless
+        failOnMissingTopic=false."""
+        if self.opts.strategy.kind != "subscribe" or not self.opts.fail_on_missing_topic:
+            return
+        missing = sorted(set(self.opts.strategy.topics) - {t for t, _ in tps})
+        if missing:
+            raise OptionError(f"topic(s) {', '.join(missing)} not found on {self.opts.bootstrap_servers}: check the "
+                              "name, or set failOnMissingTopic=false to read a missing topic as empty")
 
     def partitions(self) -> Sequence[InputPartition]:
         tasks = plan_tasks(self.offset_ranges(), self.opts.min_partitions, self.opts.max_records_per_partition)

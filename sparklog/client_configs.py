@@ -127,4 +127,5 @@ def native_producer(opts: WriteOptions) -> ProducerConfig:
         request_timeout_ms=_int(p, "request.timeout.ms", 30_000),
         delivery_timeout_ms=_int(p, timeout_key, 120_000),
         retry_backoff_ms=_int(p, "retry.backoff.ms", 100),
+        allow_auto_create=p.get("allow.auto.create.topics", "true").strip().lower() != "false",
     )

@@ -242,12 +242,13 @@ class KafkaClient:
             conn = self._connections[node_id] = BrokerConnection(host, port, self.config)
         return conn
 
-    def refresh_metadata(self, topic: str) -> dict[int, int]:
-        """Reload the leaders of `topic`; {partition: error code} (UNKNOWN_TOPIC_OR_PARTITION for a missing topic)."""
+    def refresh_metadata(self, topic: str, allow_auto_create: bool = False) -> dict[int, int]:
+        """Reload the leaders of `topic`; {partition: error code} (UNKNOWN_TOPIC_OR_PARTITION for a missing topic,
+        which a broker that allows it creates when `allow_auto_create`, as for Kafka's producers)."""
         conn = self._any_connection()
         version = conn.versions[METADATA]
         try:
-            answer = conn.call(METADATA, version, metadata_request(version, topic))
+            answer = conn.call(METADATA, version, metadata_request(version, topic, allow_auto_create))
         except BrokerUnavailableError:
             self.close()
             raise

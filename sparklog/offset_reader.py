@@ -24,6 +24,7 @@ from sparklog import offsets as off
 from sparklog import client_configs
 from sparklog.kafka_log import with_logger
 from sparklog.options import OptionError, ReadOptions
+from sparklog.reachability import check_reachable
 
 log = logging.getLogger(__name__)
 
@@ -63,9 +64,15 @@ class OffsetReader:
         if self._consumer is None:
             conf = client_configs.driver_consumer(self._opts)
             try:
-                self._consumer = Consumer(with_logger(conf))
+                consumer = Consumer(with_logger(conf))   # a setting librdkafka refuses fails here, named
             except KafkaException as e:
                 raise client_error(e, self._opts.kafka_params) from e
+            try:
+                check_reachable(self._opts.bootstrap_servers)
+            except Exception:
+                consumer.close()
+                raise
+            self._consumer = consumer
         return self._consumer
 
     def close(self) -> None:

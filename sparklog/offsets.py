@@ -23,6 +23,14 @@ TopicIds = dict[str, str]   # topic name -> Kafka topic id (KIP-516), base64 as 
 # topic is told apart from the old one after a restart. ':' never occurs in a Kafka topic name.
 TOPIC_IDS_KEY = "pylog:topicIds"
 
+# The offsets a query began from (its resolved initial offset) ride in the end offset of its first batch
+# under this key. Spark writes that end offset to `<checkpoint>/offsets/0` before it runs the batch, so a
+# query killed during its first batch re-runs it from the same start instead of resolving `latest` (or a
+# timestamp) afresh, and the Delta sink knows the first batch's start (Spark's Kafka source keeps its
+# initial offsets in `<checkpoint>/sources/0/0` for the same reason).
+ORIGIN_KEY = "pylog:origin"
+_META_KEYS = (TOPIC_IDS_KEY, ORIGIN_KEY)
+
 _OFFSETS_EXAMPLE = '{"topicA":{"0":23,"1":-1},"topicB":{"0":-2}}'
 _PARTITIONS_EXAMPLE = '{"topicA":[0,1],"topicB":[2,4]}'
 _TIMESTAMPS_EXAMPLE = '{"topicA":{"0": 1000, "1": 1000}, "topicB": {"0": 2000, "1": 2000}}'
@@ -139,7 +147,7 @@ def to_offset_dict(offsets: Mapping[TopicPartition, int], topic_ids: Mapping[str
 
 def from_offset_dict(data: Mapping[str, Mapping[str, int]]) -> PartitionOffsets:
     """The streaming offset `{"topic": {"0": 23}}` → {("topic", 0): 23} (topic ids left out)."""
-    return {(topic, int(p)): int(off) for topic, parts in data.items() if topic != TOPIC_IDS_KEY
+    return {(topic, int(p)): int(off) for topic, parts in data.items() if topic not in _META_KEYS
             for p, off in parts.items()}
 
 
@@ -147,6 +155,17 @@ def topic_ids_of(data: Mapping[str, object]) -> TopicIds:
     """The topic ids a streaming offset carries ({} when it has none, e.g. one written by Spark's Kafka source)."""
     ids = data.get(TOPIC_IDS_KEY)
     return {str(t): str(i) for t, i in ids.items()} if isinstance(ids, dict) else {}
+
+
+def origin_of(data: Mapping[str, object]) -> PartitionOffsets | None:
+    """The query's origin a streaming offset carries (ORIGIN_KEY), or None."""
+    origin = data.get(ORIGIN_KEY)
+    return from_offset_dict(origin) if isinstance(origin, dict) else None
+
+
+def with_origin(data: Mapping[str, Any], origin: Mapping[TopicPartition, int]) -> dict[str, Any]:
+    """`data` (a streaming offset) carrying `origin` as the offsets its query began from."""
+    return {**data, ORIGIN_KEY: to_offset_dict(origin)}
 
 
 def to_json(offsets: Mapping[TopicPartition, int]) -> str:

@@ -57,6 +57,35 @@ class OptionError(ValueError):
     """A bad option: the message names the option and what is allowed (Spark's wording where it has one)."""
 
 
+# Every option the source and the sink read (Spark's Kafka connector's names, plus pylog's fetcher, producer,
+# commitToGroup and failOnMissingTopic); `kafka.*` passes through to the client. Anything else is a mistake
+# (a misspelt `startingOffset` would otherwise be ignored and the query start somewhere else).
+SOURCE_OPTIONS = (
+    "subscribe", "subscribePattern", "assign", "startingOffsets", "endingOffsets", "startingTimestamp",
+    "endingTimestamp", "startingOffsetsByTimestamp", "endingOffsetsByTimestamp", "startingOffsetsByTimestampStrategy",
+    "failOnDataLoss", "includeHeaders", "minPartitions", "maxRecordsPerPartition", "maxOffsetsPerTrigger",
+    "maxBytesPerTrigger", "minOffsetsPerTrigger", "maxTriggerDelay", "kafkaConsumer.pollTimeoutMs",
+    "fetchOffset.numRetries", "fetchOffset.retryIntervalMs", "groupIdPrefix", "commitToGroup", "fetcher",
+    "failOnMissingTopic",
+)
+SINK_OPTIONS = ("topic", "producer", "includeHeaders")
+_SPARK_SET = ("path", "checkpointLocation")   # options Spark itself may hand a data source
+
+
+def check_known(options: Mapping[str, str], known: tuple[str, ...], what: str) -> None:
+    """An OptionError naming the first unknown option and the closest known one."""
+    import difflib
+
+    names = {k.lower(): k for k in known + _SPARK_SET}
+    for key in options:
+        k = str(key).lower()
+        if k.startswith("kafka.") or k in names:
+            continue
+        close = difflib.get_close_matches(k, list(names), n=1, cutoff=0.6)
+        hint = f"did you mean '{names[close[0]]}'?" if close else f"the options are {', '.join(known)} and kafka.*"
+        raise OptionError(f"Unknown option '{key}' for the {what}: {hint}")
+
+
 @dataclass(frozen=True)
 class Strategy:
     """Which partitions to read: exactly one of subscribe / subscribePattern / assign."""
@@ -93,6 +122,7 @@ class ReadOptions:
     custom_group_id: bool = False               # group_id came from kafka.group.id (used as is)
     commit_to_group: Optional[str] = None       # mirror committed batch ends into this group
     fetcher: Fetcher = "auto"                   # how executors read records (see sparklog.reader_settings)
+    fail_on_missing_topic: bool = True          # batch reads: a subscribed topic the broker lacks is an error
 
 
 Producer = Literal["auto", "native", "librdkafka"]
@@ -332,7 +362,7 @@ def validate_general(options: Mapping[str, str]) -> dict[str, str]:
         if needs_librdkafka(kafka_params(opts)):
             raise OptionError("maxBytesPerTrigger reads partition sizes with pylog's own client, which speaks plain "
                               "TCP only; it is not available with TLS or SASL yet (use maxOffsetsPerTrigger)")
-    for name in ("failOnDataLoss", "includeHeaders"):
+    for name in ("failOnDataLoss", "includeHeaders", "failOnMissingTopic"):
         if name.lower() in opts:
             parse_bool(name, opts[name.lower()])
     if "committogroup" in opts and not opts["committogroup"].strip():
@@ -408,11 +438,13 @@ def _read_options(opts: dict[str, str], starting: off.OffsetSpec, ending: off.Of
         custom_group_id=custom,
         commit_to_group=opts["committogroup"].strip() if "committogroup" in opts else None,
         fetcher=_fetcher(opts.get("fetcher", "auto"), params),
+        fail_on_missing_topic=parse_bool("failOnMissingTopic", opts.get("failonmissingtopic", "true")),
     )
 
 
 def parse_stream_options(options: Mapping[str, str]) -> ReadOptions:
     """Options of `spark.readStream.format("pylog")` (Spark's `validateStreamOptions`); starts at latest."""
+    check_known(options, SOURCE_OPTIONS, "pylog source")
     opts = _lower(options)
     if "endingoffsets" in opts:
         raise OptionError("ending offset not valid in streaming queries")
@@ -424,6 +456,7 @@ def parse_stream_options(options: Mapping[str, str]) -> ReadOptions:
 
 def parse_batch_options(options: Mapping[str, str]) -> ReadOptions:
     """Options of `spark.read.format("pylog")` (Spark's `validateBatchOptions`); earliest to latest."""
+    check_known(options, SOURCE_OPTIONS, "pylog source")
     opts = _lower(options)
     start = starting_spec(opts, off.EarliestSpec())
     if isinstance(start, off.LatestSpec):
@@ -449,6 +482,7 @@ def parse_batch_options(options: Mapping[str, str]) -> ReadOptions:
 
 def parse_write_options(options: Mapping[str, str]) -> WriteOptions:
     """Options of `df.write.format("pylog")` and `writeStream` (Spark's `kafkaParamsForProducer`)."""
+    check_known(options, SINK_OPTIONS, "pylog sink")
     opts = _lower(options)
     if "kafka.key.serializer" in opts:
         raise OptionError("Kafka option 'key.serializer' is not supported as keys are serialized with ByteArraySerializer.")

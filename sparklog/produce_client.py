@@ -33,6 +33,8 @@ from sparklog.kafka_client import BrokerUnavailableError, ClientConfig, KafkaCli
 log = logging.getLogger(__name__)
 
 # Kafka's retriable produce errors (RetriableException subclasses), and what counts as delivered.
+UNKNOWN_TOPIC_OR_PARTITION = 3
+MISSING_TOPIC_GRACE_S = 2.0   # a topic just created elsewhere may take a moment to reach every broker
 RETRIABLE = frozenset({3, 5, 6, 7, 13, 14, 15, 16, 19, 20, 51, 56, 74, 75, 78, 89})
 NONE, DUPLICATE_SEQUENCE_NUMBER = 0, 46
 REQUEST_OVERHEAD = 512      # request header, topic names and partition entries, generously
@@ -60,6 +62,7 @@ class ProducerConfig:
     request_timeout_ms: int = 30_000
     delivery_timeout_ms: int = 120_000
     retry_backoff_ms: int = 100
+    allow_auto_create: bool = True    # allow.auto.create.topics, the Java producer's default
 
     @property
     def max_batch_bytes(self) -> int:
@@ -138,9 +141,21 @@ class ProduceClient:
         self._retrying("InitProducerId", "*", attempt)
 
     def partitions(self, topic: str) -> int:
-        """How many partitions `topic` has (Metadata; a missing topic is an error, never created)."""
+        """How many partitions `topic` has (Metadata). A missing topic is created by a broker that allows it, as
+        Kafka's producer asks (allow.auto.create.topics); a broker that does not fails in seconds naming it."""
+        missing_since: list[float] = []
+
         def attempt() -> int:
-            errors = self.client.refresh_metadata(topic)
+            errors = self.client.refresh_metadata(topic, self.config.allow_auto_create)
+            if errors.get(-1) == UNKNOWN_TOPIC_OR_PARTITION:
+                missing_since.append(time.monotonic())
+                if missing_since[-1] - missing_since[0] >= MISSING_TOPIC_GRACE_S:
+                    raise ProduceError(topic, -1, f"topic '{topic}' does not exist on {self.config.bootstrap_servers}"
+                                       + (" and the broker does not create topics on use "
+                                          "(auto.create.topics.enable=false)" if self.config.allow_auto_create else
+                                          " (kafka.allow.auto.create.topics=false)")
+                                       + f": create it first, e.g. pylog topics create {topic} --bootstrap-server "
+                                       f"{self.config.bootstrap_servers.split(',')[0]}", UNKNOWN_TOPIC_OR_PARTITION)
             if -1 in errors:
                 raise PartitionError(topic, -1, errors[-1])
             return len(errors)

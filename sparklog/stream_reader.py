@@ -4,7 +4,9 @@ Owns the streaming offsets (`{"topic":{"0":23}}`, next offset to read per partit
 control (maxOffsetsPerTrigger as `ReadMaxRows`, split in proportion to backlog; maxBytesPerTrigger
 as `ReadMaxBytes`, in bytes as stored, weighed from each partition's size on disk; minOffsetsPerTrigger
 with maxTriggerDelay), Trigger.AvailableNow (a target fixed once, then capped batches up to it),
-partition discovery (new partitions and new pattern topics start from earliest), the driver-side
+partition discovery (new partitions and new pattern topics start from earliest), the query's origin
+(its resolved initial offsets, kept in the first batch's end offset so a restart re-runs that batch from
+them), the driver-side
 data-loss checks (failOnDataLoss), query progress (`reportLatestOffset`) and the optional progress
 mirroring into a consumer group (`commitToGroup`).
 Runs on the driver except `read()`, which runs on executors and touches nothing but its range.
@@ -86,7 +88,7 @@ class PylogStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
         tps = self.kafka.partitions()
         start = self.kafka.resolve(self.opts.starting, tps, is_start=True, report_data_loss=self._report)
         log.info("pylog stream: initial offsets %s", off.to_json(start))
-        return off.to_offset_dict(start, self._topic_ids(start))
+        return off.with_origin(off.to_offset_dict(start, self._topic_ids(start)), start)
 
     def getDefaultReadLimit(self) -> ReadLimit:
         if self.opts.max_offsets_per_trigger is not None:
@@ -123,6 +125,16 @@ class PylogStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
         return resume_offsets(begin, changes)
 
     def latestOffset(self, start: dict, limit: ReadLimit) -> dict:
+        """The end of the next batch; the query's first batch carries its origin (offsets.ORIGIN_KEY)."""
+        end = self._next_end(start, limit)
+        origin = off.origin_of(start)
+        if origin is None:
+            return end
+        if off.from_offset_dict(end) == off.from_offset_dict(start) and off.topic_ids_of(end) == off.topic_ids_of(start):
+            return start          # nothing new: the same offset, so Spark runs no batch
+        return off.with_origin(end, origin) if off.from_offset_dict(start) == origin else end
+
+    def _next_end(self, start: dict, limit: ReadLimit) -> dict:
         # Spark plans batch N+1 only after batch N committed, so `start` is durable progress.
         self._mirror(off.from_offset_dict(start))
         latest = (dict(self._target) if self._target is not None
@@ -182,7 +194,21 @@ class PylogStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
 
     # --- planning --------------------------------------------------------------------------------
 
+    @staticmethod
+    def _planned_start(start: dict, end: dict) -> dict:
+        """The start a batch was planned with. A first batch re-run after a restart gets a freshly resolved
+        initial offset from Spark; the origin its end offset carries (written to the checkpoint before the
+        batch first ran) is where it really began."""
+        fresh, planned = off.origin_of(start), off.origin_of(end)
+        if fresh is None or planned is None or off.from_offset_dict(start) != fresh or planned == fresh:
+            return start
+        log.info("pylog stream: re-running the first batch from the offsets it was planned with, %s (not %s)",
+                 off.to_json(planned), off.to_json(fresh))
+        ids = off.topic_ids_of(end)
+        return off.to_offset_dict(planned, ids)
+
     def partitions(self, start: dict, end: dict) -> Sequence[InputPartition]:
+        start = self._planned_start(start, end)
         begin = off.from_offset_dict(start)
         until = off.from_offset_dict(end)
         # A changed log (its topic id differs, or the end is below the start) is read from its new start.

@@ -30,6 +30,8 @@ from sparklog import client_configs
 from sparklog.kafka_log import with_logger
 from sparklog.native_sink import NativeTaskProducer
 from sparklog.options import OptionError, WriteOptions, native_producer
+from sparklog.produce_client import ProduceClient
+from sparklog.reachability import check_reachable
 from sparklog.schema import HEADER_TYPE
 
 log = logging.getLogger(__name__)
@@ -153,6 +155,19 @@ def write_all(opts: WriteOptions, batches: Iterator[pa.RecordBatch]) -> WriteRes
     return task.finish()
 
 
+def check_destination(opts: WriteOptions) -> None:
+    """On the driver, before any task: a broker answers, and the `topic` option's topic exists (a broker that
+    allows it creates it now, as Kafka's producer asks); otherwise one error naming the address or topic."""
+    check_reachable(opts.bootstrap_servers)
+    if not (native_producer(opts) and opts.topic):
+        return
+    client = ProduceClient(client_configs.native_producer(opts))
+    try:
+        client.partitions(opts.topic)
+    finally:
+        client.close()
+
+
 class PylogBatchWriter(DataSourceArrowWriter):
     def __init__(self, opts: WriteOptions, schema: StructType, overwrite: bool) -> None:
         if overwrite:
@@ -161,6 +176,7 @@ class PylogBatchWriter(DataSourceArrowWriter):
         check_input_schema(schema, opts.topic)
         if native_producer(opts):
             client_configs.native_producer(opts)     # bad kafka.* values fail on the driver
+        check_destination(opts)
         self.opts = opts
 
     def write(self, iterator: Iterator[pa.RecordBatch]) -> WriteResult:
@@ -176,6 +192,7 @@ class PylogStreamWriter(DataSourceStreamArrowWriter):
         check_input_schema(schema, opts.topic)
         if native_producer(opts):
             client_configs.native_producer(opts)
+        check_destination(opts)
         self.opts = opts
 
     def write(self, iterator: Iterator[pa.RecordBatch]) -> WriteResult:

@@ -27,6 +27,12 @@ ALLOWED_SKIP_REASONS: tuple[str, ...] = ()
 _unexpected_skips: list[str] = []
 
 
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    """The deliberately slow cases (marked `slow`: Spark jobs, kill loops) first, each group in its usual order:
+    `make test` runs on two processes, and long cases started early leave no long tail at the end."""
+    items.sort(key=lambda item: item.get_closest_marker("slow") is None)
+
+
 def pytest_runtest_logreport(report: pytest.TestReport) -> None:
     if report.skipped and not hasattr(report, "wasxfail"):
         reason = report.longrepr[2] if isinstance(report.longrepr, tuple) else str(report.longrepr)

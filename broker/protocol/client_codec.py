@@ -84,9 +84,10 @@ def offsets_for_leader_epoch_request(version: int, replica_id: int,
         "replica_id": replica_id, "topics": [{"topic": t, "partitions": ps} for t, ps in topics.items()]})
 
 
-def metadata_request(version: int, topic: str) -> Any:
-    """Metadata of one topic, never creating it."""
-    return build(request_class(METADATA, version), {"topics": [{"name": topic}], "allow_auto_topic_creation": False})
+def metadata_request(version: int, topic: str, allow_auto_create: bool = False) -> Any:
+    """Metadata of one topic; `allow_auto_create` lets a broker that allows it create the topic (a producer's)."""
+    return build(request_class(METADATA, version), {"topics": [{"name": topic}],
+                                                    "allow_auto_topic_creation": allow_auto_create})
 
 
 def list_offsets_request(version: int, topic: str, partition: int, timestamp: int, read_committed: bool,

@@ -222,17 +222,38 @@ def run(args: argparse.Namespace) -> int:
         if value is not None and value < 0:
             raise CliError(f"bad --{flag.replace('_', '-')} {value}: must not be negative")
     check_reachable(args.bootstrap_server)
-    consumer = _make_consumer(args, client_props, offset)
+    watch = BrokerWatch(args.bootstrap_server)
+    consumer = _make_consumer(args, client_props, offset, watch)
     try:
         _start(consumer, args, offset)
-        count = _loop(consumer, args, formatter)
+        count = _loop(consumer, args, formatter, watch)
     finally:
         consumer.close()
     print(f"Processed a total of {count} messages", file=sys.stderr)
     return 0
 
 
-def _make_consumer(args: argparse.Namespace, client_props: dict[str, str], offset: int) -> Consumer:
+class BrokerWatch:
+    """librdkafka's error callback for the console consumer: when every broker is unreachable (the broker went
+    away while reading) it says so on stderr, once, and again when the connection is back."""
+
+    def __init__(self, bootstrap: str) -> None:
+        self.bootstrap, self.down = bootstrap, False
+
+    def __call__(self, err: KafkaError) -> None:
+        if err.code() == KafkaError._ALL_BROKERS_DOWN and not self.down:
+            self.down = True
+            print(f"pylog consume: warning: lost the connection to every broker ({self.bootstrap}); still trying "
+                  "(Ctrl-C to stop)", file=sys.stderr, flush=True)
+
+    def message(self) -> None:
+        if self.down:
+            self.down = False
+            print("pylog consume: connected again", file=sys.stderr, flush=True)
+
+
+def _make_consumer(args: argparse.Namespace, client_props: dict[str, str], offset: int,
+                   watch: BrokerWatch | None = None) -> Consumer:
     settings: dict[str, Any] = {
         "group.id": args.group or f"pylog-console-consumer-{os.getpid()}",
         "enable.auto.commit": bool(args.group),
@@ -240,6 +261,8 @@ def _make_consumer(args: argparse.Namespace, client_props: dict[str, str], offse
         "enable.partition.eof": args.exit_at_end,
     }
     settings.update(client_props)
+    if watch is not None:
+        settings["error_cb"] = watch
     try:
         return Consumer(base_config(args.bootstrap_server, settings))
     except Exception as e:  # noqa: BLE001 - a bad client setting
@@ -260,7 +283,7 @@ def _start(consumer: Consumer, args: argparse.Namespace, offset: int) -> None:
     consumer.assign([TopicPartition(args.topic, p, offset) for p in partitions])
 
 
-def _loop(consumer: Consumer, args: argparse.Namespace, formatter: Formatter) -> int:
+def _loop(consumer: Consumer, args: argparse.Namespace, formatter: Formatter, watch: BrokerWatch) -> int:
     out = sys.stdout.buffer
     limit = args.max_messages
     idle_s = None if args.timeout_ms is None else args.timeout_ms / 1000
@@ -286,6 +309,7 @@ def _loop(consumer: Consumer, args: argparse.Namespace, formatter: Formatter) ->
             else:
                 print(f"pylog consume: warning: {err.name()}: {err.str()}", file=sys.stderr)
         if lines:
+            watch.message()
             last = now
             count += len(lines)
             if not _write(out, lines):

@@ -273,8 +273,12 @@ def _reset(admin: AdminClient, args: argparse.Namespace) -> int:
         for tp in result.topic_partitions or []:
             if tp.error is not None:
                 raise CliError(f"OffsetCommit failed for {tp.topic}-{tp.partition}: {tp.error.str()}")
-    _table(["GROUP", "TOPIC", "PARTITION", "NEW-OFFSET"],
-           [[group, t, str(p), str(o)] for (t, p), o in sorted(plan.items())])
+    if not args.execute:
+        print(f"Dry run: nothing was changed. The offsets group '{group}' would get (add --execute to apply):")
+    _table(["GROUP", "TOPIC", "PARTITION", "CURRENT-OFFSET", "NEW-OFFSET"],
+           [[group, t, str(p), str(committed.get((t, p), "-")), str(o)] for (t, p), o in sorted(plan.items())])
+    if args.execute:
+        print(f"Reset the offsets of group '{group}' for {len(plan)} partition(s).")
     return 0
 
 

@@ -310,7 +310,7 @@ def run_consume(args: argparse.Namespace) -> int:
     result = {"tool": "perf-consume", "topic": args.topic, "records": count, "bytes": nbytes,
               "mb": round(nbytes / MB, 3)}
     _summary(result, lat, elapsed, nbytes / count if count else 0.0, "consumed", args.json,
-             label="e2e latency")
+             label="time since produce")
     if timed_out:
         raise CliError(f"consumed {count} of {args.messages} records: no record for {args.timeout_ms} ms")
     return 0

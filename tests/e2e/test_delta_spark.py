@@ -167,7 +167,8 @@ def _rows(spark: Any, start: int, count: int, topic: str = "t") -> Any:
 
 def sink_write(spark: Any, path: Path, app_id: str, batch_id: int, start: int, count: int, **opts: Any) -> None:
     """Rows with offsets [start, start + count) of t-0 through `df.write.format("pylog-delta")`, as one batch."""
-    options = writer_options(str(path), app_id, batch_id=batch_id, offsets={("t", 0): start + count}, **opts)
+    options = writer_options(str(path), app_id, batch_id=batch_id, offsets={("t", 0): start + count},
+                             start_offsets={("t", 0): start}, **opts)
     _rows(spark, start, count).write.format("pylog-delta").mode("append").options(**options).save()
 
 
@@ -181,7 +182,7 @@ def commit_rows(path: Path, app_id: str, batch_id: int, start: int, count: int, 
                                      "value": [f"v{i}" for i in range(start, start + count)]}, schema=SCHEMA)
     files = [f.to_dict() for f in write_files(str(path), [rb], [])]
     return commit_batch(BatchCommit(str(path), app_id, batch_id, files, SCHEMA, end_offsets={("t", 0): start + count},
-                                    **kw))
+                                    start_offsets={("t", 0): start}, **kw))
 
 
 # ---- b. delta-spark honours pylog's markers -------------------------------------------------------------------
@@ -191,23 +192,24 @@ def test_delta_spark_skips_a_write_carrying_the_txn_pylog_stored(delta, tmp_path
     sink_write(delta, table, "orders", 0, 0, 10)
     sink_write(delta, table, "orders", 1, 10, 10)
     version = DeltaTable(str(table)).version()
-    for txn_version in (1, 0):   # the batch pylog stored last, and an older one
+    for txn_version in (1, 0):   # the batch pylog stored last, and an older one (batch writes' marker)
         (_rows(delta, 100, 5).write.format("delta").mode("append")
-         .option("txnAppId", "orders").option("txnVersion", txn_version).save(str(table)))
+         .option("txnAppId", "orders#batch").option("txnVersion", txn_version).save(str(table)))
     assert DeltaTable(str(table)).version() == version, "both delta-spark writes were skipped"
     assert _keys(delta, table) == [("t", 0, i) for i in range(20)]
 
-    # a later generation's marker is `<app id>#<generation>`
-    claim = claim_generation(str(table), "orders", SCHEMA)
-    assert claim.generation == 1 and claim.offsets == {("t", 0): 20}
-    sink_write(delta, table, "orders", 0, 20, 5, generation=1)
-    version = DeltaTable(str(table)).version()
-    (_rows(delta, 200, 5).write.format("delta").mode("append")
-     .option("txnAppId", "orders#1").option("txnVersion", 0).save(str(table)))
-    assert DeltaTable(str(table)).version() == version
-    assert _keys(delta, table) == [("t", 0, i) for i in range(25)]
+    # a stream's generation has its own marker: `<app id>` for generation 0, `<app id>#<generation>` after
+    for generation in (0, 1):
+        claim = claim_generation(str(table), "orders", SCHEMA)
+        assert claim.generation == generation and claim.offsets == {("t", 0): 20 + 5 * generation}
+        sink_write(delta, table, "orders", 0, 20 + 5 * generation, 5, generation=generation)
+        version = DeltaTable(str(table)).version()
+        (_rows(delta, 200, 5).write.format("delta").mode("append")
+         .option("txnAppId", "orders" if generation == 0 else "orders#1").option("txnVersion", 0).save(str(table)))
+        assert DeltaTable(str(table)).version() == version
+    assert _keys(delta, table) == [("t", 0, i) for i in range(30)]
     state = app_state(str(table), "orders")
-    assert state.offsets == {("t", 0): 25} and state.generation == 1 and state.last_batch == 1
+    assert state.offsets == {("t", 0): 30} and state.generation == 1 and state.last_batch == 1
 
 
 # ---- c. tables created by delta-spark as pylog-delta targets -------------------------------------------------
@@ -348,7 +350,8 @@ def _load(spark: Any, bootstrap: str, topic: str, path: Path, app_id: str) -> No
           .option("endingOffsets", to_json(live.latest)).load())
     batch = 0 if state.last_batch is None else state.last_batch + 1
     (table_rows(df, VALUE_SCHEMA).write.format("pylog-delta").mode("append")
-     .options(**writer_options(str(path), app_id, batch_id=batch, offsets=live.latest, topic_ids=live.topic_ids))
+     .options(**writer_options(str(path), app_id, batch_id=batch, offsets=live.latest, start_offsets=starts,
+                               topic_ids=live.topic_ids))
      .save())
 
 
@@ -514,7 +517,7 @@ def test_the_delta_spark_engine_stores_the_same_offsets_and_either_engine_resume
     assert commit_rows(table, "app", 0, 0, 10, topic_ids={"t": "id-1"})                        # delta-rs
     state_rs = app_state(str(table), "app")
     assert commit_with_delta_spark(delta, _rows(delta, 10, 10), SparkBatch(                     # delta-spark
-        str(table), "app", 1, end_offsets={("t", 0): 20}, topic_ids={"t": "id-1"}))
+        str(table), "app", 1, end_offsets={("t", 0): 20}, topic_ids={"t": "id-1"}, start_offsets={("t", 0): 10}))
     state = app_state(str(table), "app")
     assert (state.offsets, state.topic_ids, state.last_batch, state.generation) == (
         {("t", 0): 20}, {"t": "id-1"}, 1, 0), "the same txns as delta-rs writes, read by the same reader"
@@ -523,9 +526,9 @@ def test_the_delta_spark_engine_stores_the_same_offsets_and_either_engine_resume
     version = DeltaTable(str(table)).version()
     # a replay is skipped by either engine, whichever wrote the batch
     assert not commit_with_delta_spark(delta, _rows(delta, 10, 10), SparkBatch(
-        str(table), "app", 1, end_offsets={("t", 0): 20}))
+        str(table), "app", 1, end_offsets={("t", 0): 20}, start_offsets={("t", 0): 10}))
     assert not commit_with_delta_spark(delta, _rows(delta, 0, 10), SparkBatch(
-        str(table), "app", 0, end_offsets={("t", 0): 10}))
+        str(table), "app", 0, end_offsets={("t", 0): 10}, start_offsets={("t", 0): 0}))
     assert not commit_rows(table, "app", 1, 10, 10)
     assert DeltaTable(str(table)).version() == version
     assert commit_rows(table, "app", 2, 20, 5)                                                  # delta-rs resumes
@@ -535,7 +538,8 @@ def test_the_delta_spark_engine_stores_the_same_offsets_and_either_engine_resume
     version = DeltaTable(str(table)).version()
     with pytest.raises(FencedError, match="generation 0 was superseded by generation 1"):
         commit_with_delta_spark(delta, _rows(delta, 25, 5), SparkBatch(str(table), "app", 3,
-                                                                       end_offsets={("t", 0): 30}))
+                                                                       end_offsets={("t", 0): 30},
+                                                                       start_offsets={("t", 0): 25}))
     assert DeltaTable(str(table)).version() == version
     history = DeltaTable(str(table)).history()
     tags = [h["tags"] for h in history if (h.get("tags") or {}).get("pylog.engine") == "delta-spark"]
@@ -547,9 +551,14 @@ def test_a_merge_keeps_each_keys_latest_record_deletes_tombstoned_keys_and_appli
 
     table = tmp_path / "keyed"
 
+    ends: dict[int, int] = {-1: 0}
+
     def merge(batch: int, end: int, records: list[tuple[int, str, str | None]]) -> bool:
+        """Batch `batch`, from the previous batch's end to `end`, as a stream's foreachBatch commits it."""
+        ends[batch] = end
         return commit_with_delta_spark(delta, _keyed(delta, records), SparkBatch(
-            str(table), "cdc", batch, end_offsets={("t", 0): end}, mode="merge", merge_keys=["key"]))
+            str(table), "cdc", batch, end_offsets={("t", 0): end}, start_offsets={("t", 0): ends[batch - 1]},
+            mode="merge", merge_keys=["key"]))
 
     def state() -> dict[str, tuple[str, int]]:
         rows = delta.read.format("delta").load(str(table)).collect()

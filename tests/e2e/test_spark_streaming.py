@@ -9,7 +9,7 @@ import pytest
 from confluent_kafka import Consumer, TopicPartition
 from confluent_kafka.admin import AdminClient, NewPartitions
 
-from sparklog.offsets import TOPIC_IDS_KEY
+from sparklog.offsets import ORIGIN_KEY, TOPIC_IDS_KEY
 
 from tests.e2e.conftest import produce_records, read_pylog
 from tests.support.clients import create_topic
@@ -42,9 +42,12 @@ def offsets_read(spark, out: Path) -> list[tuple[int, int]]:
 
 
 def checkpoint_offsets(checkpoint: Path, batch_id: int) -> dict:
-    """The source's end offsets Spark recorded for a batch (the last line of offsets/<batchId>), topic ids apart."""
+    """The source's end offsets Spark recorded for a batch (the last line of offsets/<batchId>), topic ids and the
+    first batch's origin apart."""
     recorded = json.loads((checkpoint / "offsets" / str(batch_id)).read_text().splitlines()[-1])
     ids = recorded.pop(TOPIC_IDS_KEY)
+    origin = recorded.pop(ORIGIN_KEY, None)
+    assert (origin is not None) == (batch_id == 0), "only the first batch carries the query's origin"
     assert set(ids) == set(recorded), "the offsets carry the id of every topic they name"
     return recorded
 

@@ -195,3 +195,28 @@ def test_perf_produce_and_consume_print_throughput_and_latency_percentiles(broke
     summary = json.loads(json_line)
     assert summary["records"] == 20000 and summary["bytes"] == 20000 * 100
     assert summary["mb_per_sec"] > 0 and "latency_p99_ms" in summary
+
+
+def test_consume_says_so_when_its_broker_goes_away_and_comes_back(broker_factory) -> None:
+    import select
+
+    broker = broker_factory()
+    topic = new_topic(broker)
+    ok("produce", "--topic", topic, "--bootstrap-server", broker.bootstrap, stdin="before\n")
+    proc = subprocess.Popen([pylog_executable(), "consume", "--topic", topic, "--from-beginning", "--bootstrap-server",
+                             broker.bootstrap], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    try:
+        assert proc.stdout is not None and proc.stderr is not None
+        assert proc.stdout.readline() == "before\n"
+        broker.kill()
+        said, deadline = "", time.monotonic() + 30
+        while "lost the connection" not in said and time.monotonic() < deadline:
+            if select.select([proc.stderr], [], [], 1.0)[0]:
+                said += proc.stderr.readline()
+        assert f"lost the connection to every broker ({broker.bootstrap}); still trying" in said, said
+        broker.start()
+        ok("produce", "--topic", topic, "--bootstrap-server", broker.bootstrap, stdin="after\n")
+        assert proc.stdout.readline() == "after\n"
+    finally:
+        proc.kill()
+        proc.communicate()

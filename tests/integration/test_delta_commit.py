@@ -18,7 +18,7 @@ from connectors.delta_commit import (
     committed_offsets,
 )
 from connectors.delta_log_reader import list_app_transactions
-from connectors.errors import TableLogError
+from connectors.errors import MissingFilesError, NotContiguousError, TableLogError
 from connectors.offset_manager import OffsetManager
 from connectors.parquet_files import write_files
 
@@ -40,21 +40,24 @@ def _offsets(dt_path: str) -> list[int]:
 
 def test_a_replayed_batch_is_skipped_and_its_files_removed(tmp_path):
     table = str(tmp_path / "t")
-    assert commit_batch(BatchCommit(table, "app", 0, _batch(table, 0, 10), SCHEMA, end_offsets={("t", 0): 10}))
+    assert commit_batch(BatchCommit(table, "app", 0, _batch(table, 0, 10), SCHEMA, end_offsets={("t", 0): 10},
+                                    start_offsets={("t", 0): 0}))
     replay_files = _batch(table, 0, 10)
-    assert not commit_batch(BatchCommit(table, "app", 0, replay_files, SCHEMA, end_offsets={("t", 0): 10}))
+    assert not commit_batch(BatchCommit(table, "app", 0, replay_files, SCHEMA, end_offsets={("t", 0): 10},
+                                        start_offsets={("t", 0): 0}))
     assert _offsets(table) == list(range(10))
     assert not any((tmp_path / "t" / f["path"]).exists() for f in replay_files), "orphans removed"
     assert committed_offsets(table, "app") == {("t", 0): 10}
 
 
 def test_a_batch_below_the_stored_offsets_is_written_not_taken_for_a_replay(tmp_path):
-    # a re-created topic starts again at offset 0: only the batch identity may call a batch a replay
+    # a re-created topic starts again at offset 0: only the batch identity may call a batch a replay; the
+    # batch's nominal start is the previous batch's end (the source reads the new log from its start)
     table = str(tmp_path / "t")
     assert commit_batch(BatchCommit(table, "app", 0, _batch(table, 0, 10), SCHEMA, end_offsets={("t", 0): 10},
-                                    topic_ids={"t": "old-id"}))
+                                    start_offsets={("t", 0): 0}, topic_ids={"t": "old-id"}))
     assert commit_batch(BatchCommit(table, "app", 1, _batch(table, 0, 4), SCHEMA, end_offsets={("t", 0): 4},
-                                    topic_ids={"t": "new-id"}))
+                                    start_offsets={("t", 0): 10}, topic_ids={"t": "new-id"}))
     assert _offsets(table) == sorted(list(range(10)) + list(range(4)))
     state = app_state(table, "app")
     assert state.offsets == {("t", 0): 4} and state.topic_ids == {"t": "new-id"} and state.last_batch == 1
@@ -62,24 +65,28 @@ def test_a_batch_below_the_stored_offsets_is_written_not_taken_for_a_replay(tmp_
 
 def test_a_claimed_generation_fences_the_older_writer_and_keeps_its_commits(tmp_path):
     table = str(tmp_path / "t")
-    commit_batch(BatchCommit(table, "app", 0, _batch(table, 0, 10), SCHEMA, end_offsets={("t", 0): 10}))
+    commit_batch(BatchCommit(table, "app", 0, _batch(table, 0, 10), SCHEMA, end_offsets={("t", 0): 10},
+                             start_offsets={("t", 0): 0}))
     claim = claim_generation(table, "app", SCHEMA)
     assert claim.generation == 1 and claim.offsets == {("t", 0): 10}
     late = _batch(table, 10, 20)
     with pytest.raises(FencedError, match=r"generation 0 was superseded by generation 1.*batch 1 was not committed"):
-        commit_batch(BatchCommit(table, "app", 1, late, SCHEMA, end_offsets={("t", 0): 20}))
+        commit_batch(BatchCommit(table, "app", 1, late, SCHEMA, end_offsets={("t", 0): 20},
+                                 start_offsets={("t", 0): 10}))
     assert not any((tmp_path / "t" / f["path"]).exists() for f in late), "the fenced batch's files are removed"
     assert _offsets(table) == list(range(10))
     assert commit_batch(BatchCommit(table, "app", 0, _batch(table, 10, 20), SCHEMA, generation=1,
-                                    end_offsets={("t", 0): 20}))
+                                    end_offsets={("t", 0): 20}, start_offsets={("t", 0): 10}))
     assert _offsets(table) == list(range(20))
 
 
 def test_an_overwrite_never_removes_a_commit_it_did_not_read(tmp_path):
     table = str(tmp_path / "t")
-    commit_batch(BatchCommit(table, "stream", 0, _batch(table, 0, 10), SCHEMA, end_offsets={("t", 0): 10}))
+    commit_batch(BatchCommit(table, "stream", 0, _batch(table, 0, 10), SCHEMA, end_offsets={("t", 0): 10},
+                             start_offsets={("t", 0): 0}))
     read = claim_generation(table, "rebuild", SCHEMA).table_version
-    commit_batch(BatchCommit(table, "stream", 1, _batch(table, 10, 15), SCHEMA, end_offsets={("t", 0): 15}))
+    commit_batch(BatchCommit(table, "stream", 1, _batch(table, 10, 15), SCHEMA, end_offsets={("t", 0): 15},
+                             start_offsets={("t", 0): 10}))
     with pytest.raises(CommitConflictError, match=rf"read version {read}.*by stream.*Nothing was replaced"):
         commit_batch(BatchCommit(table, "rebuild", 0, _batch(table, 0, 3), SCHEMA, mode="overwrite",
                                  read_version=read))
@@ -108,7 +115,8 @@ def test_appends_of_different_apps_racing_all_land(tmp_path):
 
 def test_two_writers_with_the_same_app_id_race_and_one_wins(tmp_path):
     table = str(tmp_path / "t")
-    commit_batch(BatchCommit(table, "app", 0, _batch(table, 0, 5), SCHEMA, end_offsets={("t", 0): 5}))
+    commit_batch(BatchCommit(table, "app", 0, _batch(table, 0, 5), SCHEMA, end_offsets={("t", 0): 5},
+                             start_offsets={("t", 0): 0}))
     results: list[object] = []
     start = threading.Barrier(2)
 
@@ -116,7 +124,8 @@ def test_two_writers_with_the_same_app_id_race_and_one_wins(tmp_path):
         files = _batch(table, 5, 10)
         start.wait()
         try:
-            results.append(commit_batch(BatchCommit(table, "app", 1, files, SCHEMA, end_offsets={("t", 0): 10})))
+            results.append(commit_batch(BatchCommit(table, "app", 1, files, SCHEMA, end_offsets={("t", 0): 10},
+                                                    start_offsets={("t", 0): 5})))
         except Exception as e:  # noqa: BLE001
             results.append(e)
 
@@ -132,7 +141,8 @@ def test_two_writers_with_the_same_app_id_race_and_one_wins(tmp_path):
 def test_offsets_survive_checkpoints_and_log_cleanup(tmp_path):
     table = str(tmp_path / "t")
     for i in range(12):
-        commit_batch(BatchCommit(table, "app", i, _batch(table, i * 2, i * 2 + 2), SCHEMA, end_offsets={("t", 0): i * 2 + 2}))
+        commit_batch(BatchCommit(table, "app", i, _batch(table, i * 2, i * 2 + 2), SCHEMA, end_offsets={("t", 0): i * 2 + 2},
+                                 start_offsets={("t", 0): i * 2}))
     dt = DeltaTable(table)
     dt.create_checkpoint()
     dt.cleanup_metadata()  # with default retention nothing may go; remove the early JSON commits by hand too
@@ -171,7 +181,8 @@ def test_partitioned_tables_get_hive_directories(tmp_path):
 def test_only_numbered_commits_are_read_and_a_broken_log_is_an_error_not_an_empty_state(tmp_path):
     table = str(tmp_path / "t")
     for i in range(4):
-        commit_batch(BatchCommit(table, "app", i, _batch(table, i, i + 1), SCHEMA, end_offsets={("t", 0): i + 1}))
+        commit_batch(BatchCommit(table, "app", i, _batch(table, i, i + 1), SCHEMA, end_offsets={("t", 0): i + 1},
+                                 start_offsets={("t", 0): i}))
     log_dir = tmp_path / "t" / "_delta_log"
     # files that end in .json but are no commits: a log compaction, a V2 checkpoint's top-level file
     (log_dir / "00000000000000000001.00000000000000000002.compacted.json").write_text("{}\n")
@@ -187,3 +198,78 @@ def test_only_numbered_commits_are_read_and_a_broken_log_is_an_error_not_an_empt
         app_state(table, "app")
     with pytest.raises(TableLogError, match=r"version 3 is not retained in its log"):
         app_state(table, "app", 3)
+
+
+# --- contiguity: a batch starts where the table's offsets for its app end -----------------------------------
+
+
+def test_a_batch_that_does_not_start_at_the_tables_offsets_is_refused_and_commits_nothing(tmp_path):
+    table = str(tmp_path / "t")
+    commit_batch(BatchCommit(table, "app", 0, _batch(table, 0, 10), SCHEMA, end_offsets={("t", 0): 10},
+                             start_offsets={("t", 0): 0}))
+    version = DeltaTable(table).version()
+    gap = _batch(table, 12, 20)
+    with pytest.raises(NotContiguousError, match=r"t-0 starts at 12 but the table's offset is 10.*skip records"):
+        commit_batch(BatchCommit(table, "app", 1, gap, SCHEMA, end_offsets={("t", 0): 20}, start_offsets={("t", 0): 12}))
+    again = _batch(table, 5, 20)
+    with pytest.raises(NotContiguousError, match=r"t-0 starts at 5 .* already holds"):
+        commit_batch(BatchCommit(table, "app", 1, again, SCHEMA, end_offsets={("t", 0): 20}, start_offsets={("t", 0): 5}))
+    assert DeltaTable(table).version() == version and _offsets(table) == list(range(10))
+    assert not any((tmp_path / "t" / f["path"]).exists() for f in gap + again), "refused batches leave no files"
+    # another app's offsets, and a partition the app never stored, start anywhere
+    assert commit_batch(BatchCommit(table, "other", 0, _batch(table, 50, 51), SCHEMA, end_offsets={("t", 0): 51},
+                                    start_offsets={("t", 0): 50}))
+    assert commit_batch(BatchCommit(table, "app", 1, _batch(table, 10, 11), SCHEMA,
+                                    end_offsets={("t", 0): 11, ("u", 0): 3}, start_offsets={("t", 0): 10, ("u", 0): 2}))
+
+
+def test_a_batch_with_end_offsets_but_no_start_is_refused(tmp_path):
+    table = str(tmp_path / "t")
+    files = _batch(table, 0, 3)
+    with pytest.raises(NotContiguousError, match="no start offsets"):
+        commit_batch(BatchCommit(table, "app", 0, files, SCHEMA, end_offsets={("t", 0): 3}))
+    assert not (tmp_path / "t" / "_delta_log").exists()
+
+
+def test_a_claimed_generation_declares_its_start_and_its_first_batch_is_held_to_it(tmp_path):
+    table = str(tmp_path / "t")
+    claim = claim_generation(table, "app", SCHEMA, starts=lambda state: {("t", 0): 7}, topic_ids={"t": "id1"})
+    assert claim.generation == 0 and claim.offsets == {("t", 0): 7} and claim.topic_ids == {"t": "id1"}
+    with pytest.raises(NotContiguousError, match="starts at 0"):   # a restart that resolved `earliest` afresh
+        commit_batch(BatchCommit(table, "app", 0, _batch(table, 0, 9), SCHEMA, generation=0,
+                                 end_offsets={("t", 0): 9}, start_offsets={("t", 0): 0}))
+    assert commit_batch(BatchCommit(table, "app", 0, _batch(table, 7, 9), SCHEMA, generation=0,
+                                    end_offsets={("t", 0): 9}, start_offsets={("t", 0): 7}))
+    # the next claim's declared start is computed from the state on the snapshot it commits against
+    seen = []
+    claim = claim_generation(table, "app", SCHEMA, starts=lambda state: seen.append(state.offsets) or state.offsets)
+    assert seen[-1] == {("t", 0): 9} and claim.generation == 1 and claim.offsets == {("t", 0): 9}
+
+
+def test_batch_writes_have_their_own_marker_and_take_turns_with_a_stream(tmp_path):
+    table = str(tmp_path / "t")
+    claim_generation(table, "app", SCHEMA, starts=lambda state: {("t", 0): 0})
+    assert commit_batch(BatchCommit(table, "app", 0, _batch(table, 0, 5), SCHEMA, generation=0,
+                                    end_offsets={("t", 0): 5}, start_offsets={("t", 0): 0}))
+    # a batch write numbered 0 is no replay of the stream's batch 0, and no generation fences it
+    assert commit_batch(BatchCommit(table, "app", 0, _batch(table, 5, 8), SCHEMA, generation=None,
+                                    end_offsets={("t", 0): 8}, start_offsets={("t", 0): 5}))
+    state = app_state(table, "app")
+    assert state.last_batch == 0 and state.marker(0) == 0 and state.generation == 0 and state.offsets == {("t", 0): 8}
+    # the stream's next batch (planned from its checkpoint at 5) no longer lines up: refused, nothing lost
+    with pytest.raises(NotContiguousError, match="starts at 5 but the table's offset is 8"):
+        commit_batch(BatchCommit(table, "app", 1, _batch(table, 5, 9), SCHEMA, generation=0,
+                                 end_offsets={("t", 0): 9}, start_offsets={("t", 0): 5}))
+    assert _offsets(table) == list(range(8))
+
+
+def test_files_deleted_before_the_commit_are_refused_not_committed(tmp_path):
+    table = str(tmp_path / "t")
+    commit_batch(BatchCommit(table, "app", 0, _batch(table, 0, 2), SCHEMA, end_offsets={("t", 0): 2},
+                             start_offsets={("t", 0): 0}))
+    files = _batch(table, 2, 4)
+    (tmp_path / "t" / files[0]["path"]).unlink()   # what VACUUM RETAIN 0 HOURS does to an uncommitted file
+    with pytest.raises(MissingFilesError, match="deleted before its commit.*VACUUM"):
+        commit_batch(BatchCommit(table, "app", 1, files, SCHEMA, end_offsets={("t", 0): 4},
+                                 start_offsets={("t", 0): 2}))
+    assert _offsets(table) == [0, 1] and committed_offsets(table, "app") == {("t", 0): 2}

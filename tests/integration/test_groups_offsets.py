@@ -235,11 +235,13 @@ def test_reset_offsets_moves_the_next_consumer_and_refuses_an_active_group(broke
     assert row[3:6] == ["40", "40", "0"]
 
     dry = pylog_groups(broker, "reset-offsets", "--group", "g-reset", "--topic", "rs:0", "--to-offset", "10")
-    assert dry.returncode == 0 and dry.stdout.split()[-4:] == ["g-reset", "rs", "0", "10"]
+    assert dry.returncode == 0 and dry.stdout.splitlines()[0].startswith("Dry run: nothing was changed")
+    assert dry.stdout.splitlines()[-1].split() == ["g-reset", "rs", "0", "40", "10"]
     done = pylog_groups(broker, "reset-offsets", "--group", "g-reset", "--topic", "rs:0", "--shift-by", "-25",
                         "--execute")
     assert done.returncode == 0, done.stderr
-    assert done.stdout.split()[-4:] == ["g-reset", "rs", "0", "15"]
+    assert "Dry run" not in done.stdout and done.stdout.splitlines()[-1].startswith("Reset the offsets")
+    assert done.stdout.splitlines()[-2].split() == ["g-reset", "rs", "0", "40", "15"]
     after = group_consumer(broker, "g-reset")
     after.subscribe(["rs"])
     got = consume_n(after, 25)

@@ -64,11 +64,31 @@ def test_errors_name_the_topic_partition_and_kafkas_error(broker_factory):
     with pytest.raises(ProduceError, match=r"small-0 failed: the broker refused 1 record\(s\): MESSAGE_TOO_LARGE"):
         sink.send_batch(pa.RecordBatch.from_arrays([pa.array([b"x" * 5000])], ["value"]))
     sink.close()
-    missing = NativeTaskProducer("nope", ProducerConfig(bs, delivery_timeout_ms=500))
-    with pytest.raises(ProduceError, match="topic nope failed: Metadata did not succeed.*UNKNOWN_TOPIC_OR_PARTITION"):
-        missing.send_batch(_batch(0, 1))
-    missing.close()
+    absent = NativeTaskProducer("nope", ProducerConfig(bs, allow_auto_create=False))
+    with pytest.raises(ProduceError, match=r"topic 'nope' does not exist .*allow.auto.create.topics=false.*"
+                                           r"pylog topics create nope"):
+        absent.send_batch(_batch(0, 1))
+    absent.close()
     bad = NativeTaskProducer("small", ProducerConfig(bs))
     with pytest.raises(ProduceError, match=r"small.*Invalid partition given with record: 3 is not in the range \[0...1\)"):
         bad.send_batch(pa.RecordBatch.from_arrays([pa.array([b"v"]), pa.array([3], pa.int32())], ["value", "partition"]))
     bad.close()
+
+
+def test_a_missing_topic_is_created_as_kafkas_producer_asks_or_named_in_seconds(broker_factory):
+    import time
+
+    allowing = broker_factory()
+    sink = NativeTaskProducer("created-on-use", ProducerConfig(allowing.bootstrap))
+    sink.send_batch(_batch(0, 10))
+    sink.close()
+    assert sorted(m.value() for m in consume(allowing.bootstrap, "created-on-use", [0], 10)) == \
+        sorted(f"v{i:06d}".encode() for i in range(10))
+    refusing = broker_factory(settings={"auto.create.topics.enable": "false"})
+    sink = NativeTaskProducer("absent", ProducerConfig(refusing.bootstrap))
+    started = time.monotonic()
+    with pytest.raises(ProduceError, match=r"topic 'absent' does not exist on .* the broker does not create topics "
+                                           r"on use \(auto.create.topics.enable=false\): create it first"):
+        sink.send_batch(_batch(0, 1))
+    assert time.monotonic() - started < 10
+    sink.close()

@@ -9,11 +9,13 @@ from connectors.delta_sink import SinkOptionError, SinkOptions, writer_options
 def test_typed_values_round_trip_through_the_sinks_options(tmp_path):
     opts = SinkOptions(writer_options(str(tmp_path / "t"), "app", partition_by=["topic", "day"], merge_schema=True,
                                       generation=2, checkpoint=str(tmp_path / "ckpt"), batch_id=7, read_version=4,
-                                      offsets={("b", 1): 5, ("a", 0): 23}, topic_ids={"a": "id-a"}))
+                                      offsets={("b", 1): 5, ("a", 0): 23}, start_offsets={("b", 1): 1, ("a", 0): 20},
+                                      topic_ids={"a": "id-a"}))
     assert (opts.path, opts.app_id, opts.partition_by, opts.merge_schema) == (str(tmp_path / "t"), "app",
                                                                               ["topic", "day"], True)
     assert (opts.generation, opts.checkpoint, opts.batch_id, opts.read_version) == (2, str(tmp_path / "ckpt"), 7, 4)
     assert opts.offsets == {("a", 0): 23, ("b", 1): 5} and opts.topic_ids == {"a": "id-a"}
+    assert opts.start_offsets == {("a", 0): 20, ("b", 1): 1}
 
 
 def test_unset_values_are_left_out_and_offsets_are_sparks_json(tmp_path):
@@ -25,3 +27,10 @@ def test_unset_values_are_left_out_and_offsets_are_sparks_json(tmp_path):
 def test_offsets_that_are_not_sparks_offset_json_are_named():
     with pytest.raises(SinkOptionError, match="option 'offsets' must be JSON like"):
         SinkOptions({"path": "/t", "offsets": '{"t":{"0":"x"}}'})
+
+
+def test_end_offsets_need_their_start_and_misspelt_options_are_named():
+    with pytest.raises(SinkOptionError, match="'offsets' needs option 'startOffsets'"):
+        SinkOptions({"path": "/t", "offsets": '{"t":{"0":3}}'})
+    with pytest.raises(SinkOptionError, match="Unknown option 'appID2'.*did you mean 'appId'"):
+        SinkOptions({"path": "/t", "appID2": "x"})

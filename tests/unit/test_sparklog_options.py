@@ -167,3 +167,43 @@ def test_native_producer_settings_follow_the_java_clients_rules():
         native_producer(parse_write_options({**base, "kafka.compression.type": "brotli"}))
     with pytest.raises(OptionError, match="'kafka.acks'"):
         native_producer(parse_write_options({**base, "kafka.acks": "most"}))
+
+
+def test_misspelt_and_unknown_options_are_errors_naming_the_closest_option():
+    base = {"kafka.bootstrap.servers": "h:1", "subscribe": "t"}
+    with pytest.raises(OptionError, match="Unknown option 'startingOffset' for the pylog source: did you mean "
+                                          "'startingOffsets'"):
+        parse_stream_options({**base, "startingOffset": "earliest"})
+    with pytest.raises(OptionError, match="did you mean 'maxOffsetsPerTrigger'"):
+        parse_batch_options({**base, "maxOffsetPerTrigger": "5"})
+    with pytest.raises(OptionError, match="Unknown option 'frobnicate' .* the options are subscribe"):
+        parse_stream_options({**base, "frobnicate": "1"})
+    with pytest.raises(OptionError, match="Unknown option 'topics' for the pylog sink: did you mean 'topic'"):
+        parse_write_options({"kafka.bootstrap.servers": "h:1", "topics": "t"})
+    # kafka.* passes through, option names are case-insensitive, and Spark's own path/checkpointLocation are fine
+    parse_stream_options({**base, "kafka.client.id": "x", "STARTINGOFFSETS": "earliest", "path": "p",
+                          "checkpointLocation": "c"})
+
+
+def test_an_unreachable_bootstrap_server_fails_in_seconds_naming_it():
+    import socket
+    import time
+
+    from sparklog.reachability import BrokerUnreachableError, check_reachable
+
+    s = socket.socket()
+    s.bind(("127.0.0.1", 0))
+    port = s.getsockname()[1]
+    s.close()                                   # nothing listens there now
+    started = time.monotonic()
+    with pytest.raises(BrokerUnreachableError, match=rf"cannot reach any Kafka broker .*127.0.0.1:{port}: "
+                                                     r"Connection refused.*check the host and port"):
+        check_reachable(f"127.0.0.1:{port}", timeout_s=1.0)
+    assert time.monotonic() - started < 5
+    listening = socket.socket()
+    listening.bind(("127.0.0.1", 0))
+    listening.listen()
+    try:
+        check_reachable(f"127.0.0.1:{port},127.0.0.1:{listening.getsockname()[1]}", timeout_s=1.0)
+    finally:
+        listening.close()
