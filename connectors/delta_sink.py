@@ -15,14 +15,17 @@ checkpoint claims the next generation, which fences older streams of the same ap
 (`df.write.format("pylog-delta").mode("append"|"overwrite")`) also take batchId (default: one past the
 table's last batch write), offsets (the data's end offsets as Spark's offset JSON, sparklog.offsets.to_json)
 with startOffsets (where the data begins: it must be where the table's offsets for the app end),
-topicIds (JSON {topic: id}) and readVersion (an overwrite fails instead of replacing commits made
-after it). `writer_options` builds these options from typed values (what the jobs set); SinkOptions
+topicIds (JSON {topic: id}), readVersion (an overwrite fails instead of replacing commits made
+after it) and writeId (named in the write's file names; a write that fails or is cancelled removes the
+files its tasks left, connectors.orphans; default a new id). `writer_options` builds these options from typed values (what the jobs set); SinkOptions
 reads them back.
 """
 from __future__ import annotations
 
 import json
 import logging
+import re
+import uuid
 from pathlib import Path
 from typing import Iterator, Mapping, Sequence
 
@@ -45,6 +48,7 @@ from connectors.delta_commit import (
     open_table,
     table_partition_columns,
 )
+from connectors.orphans import remove_uncommitted
 from connectors.parquet_files import remove_files, write_files
 from connectors.spark_checkpoint import kafka_position
 from sparklog.offsets import PartitionOffsets, TopicPartition, from_json, to_json
@@ -64,7 +68,7 @@ def _local_path(path: str) -> str:
 
 
 OPTIONS = ("path", "appId", "partitionBy", "mergeSchema", "checkpointLocation", "generation", "batchId", "offsets",
-           "startOffsets", "topicIds", "readVersion")
+           "startOffsets", "topicIds", "readVersion", "writeId")
 
 
 class SinkOptions:
@@ -84,6 +88,9 @@ class SinkOptions:
         self.generation = self._int(o, "generation")
         self.batch_id = self._int(o, "batchid")
         self.read_version = self._int(o, "readversion")
+        self.write_id = o.get("writeid") or uuid.uuid4().hex
+        if not re.fullmatch(r"[0-9A-Za-z_]{1,64}", self.write_id):
+            raise SinkOptionError(f"pylog-delta: option 'writeId' must be 1-64 letters, digits or _, got {self.write_id!r}")
         self.topic_ids: dict[str, str] = {}
         if o.get("topicids"):
             try:
@@ -130,7 +137,8 @@ def writer_options(path: str, app_id: str, *, partition_by: Sequence[str] = (), 
                    generation: int | None = None, checkpoint: str | None = None, batch_id: int | None = None,
                    offsets: Mapping[TopicPartition, int] | None = None, topic_ids: Mapping[str, str] | None = None,
                    read_version: int | None = None,
-                   start_offsets: Mapping[TopicPartition, int] | None = None) -> dict[str, str]:
+                   start_offsets: Mapping[TopicPartition, int] | None = None,
+                   write_id: str | None = None) -> dict[str, str]:
     """The options of a `pylog-delta` write from typed values, as SinkOptions reads them (None: not set)."""
     out = {"path": path, "appId": app_id, "mergeSchema": "true" if merge_schema else "false"}
     optional: dict[str, object] = {
@@ -138,7 +146,7 @@ def writer_options(path: str, app_id: str, *, partition_by: Sequence[str] = (), 
         "batchId": batch_id, "offsets": None if offsets is None else to_json(offsets),
         "startOffsets": None if start_offsets is None else to_json(start_offsets),
         "topicIds": None if topic_ids is None else json.dumps(dict(topic_ids), sort_keys=True),
-        "readVersion": read_version}
+        "readVersion": read_version, "writeId": write_id}
     out.update({k: str(v) for k, v in optional.items() if v is not None})
     return out
 
@@ -159,8 +167,9 @@ class _FilesMessage(WriterCommitMessage):
         self.files = files
 
 
-def _write(opts: SinkOptions, iterator: Iterator[pa.RecordBatch]) -> _FilesMessage:
-    return _FilesMessage([f.to_dict() for f in write_files(opts.path, iterator, opts.partition_by)])
+def _write(opts: SinkOptions, iterator: Iterator[pa.RecordBatch], write_id: str | None = None) -> _FilesMessage:
+    return _FilesMessage([f.to_dict() for f in write_files(opts.path, iterator, opts.partition_by,
+                                                           write_id=write_id)])
 
 
 def _owner(opts: SinkOptions, generation: int | None) -> checkpoint_owner.Owner:
@@ -225,6 +234,8 @@ class DeltaBatchWriter(DataSourceArrowWriter):
         self.opts = _checked(opts)
         self.schema = arrow_schema(schema)
         self.overwrite = overwrite
+        dt = open_table(opts.path)
+        self.began_after = -1 if dt is None else dt.version()   # the table's version before this write
         if opts.batch_id is not None:
             self.batch_id = opts.batch_id
         else:
@@ -233,7 +244,7 @@ class DeltaBatchWriter(DataSourceArrowWriter):
             self.batch_id = 0 if last is None else last + 1
 
     def write(self, iterator: Iterator[pa.RecordBatch]) -> WriterCommitMessage:
-        return _write(self.opts, iterator)
+        return _write(self.opts, iterator, self.opts.write_id)
 
     def commit(self, messages: list) -> None:
         commit_batch(BatchCommit(self.opts.path, self.opts.app_id, self.batch_id, _files_of(messages), self.schema,
@@ -242,7 +253,9 @@ class DeltaBatchWriter(DataSourceArrowWriter):
                                  topic_ids=self.opts.topic_ids, read_version=self.opts.read_version))
 
     def abort(self, messages: list) -> None:
+        # the files of tasks that failed or were cancelled are in no message: found by the write's id
         remove_files(self.opts.path, _files_of(messages))
+        remove_uncommitted(self.opts.path, self.opts.write_id, self.began_after)
 
 
 class DeltaSinkDataSource(DataSource):

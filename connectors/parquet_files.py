@@ -19,6 +19,8 @@ import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
+from connectors.orphans import file_prefix
+
 HIVE_NULL = "__HIVE_DEFAULT_PARTITION__"
 
 
@@ -71,8 +73,10 @@ def _split(batch: pa.RecordBatch, partition_by: list[str]) -> Iterator[tuple[dic
 
 
 def write_files(table_path: str, batches: Iterable[pa.RecordBatch], partition_by: list[str],
-                rows_per_file: int = 1_000_000) -> list[DataFile]:
-    """Write `batches` under `table_path`; returns one DataFile per Parquet file written."""
+                rows_per_file: int = 1_000_000, write_id: str | None = None) -> list[DataFile]:
+    """Write `batches` under `table_path`; returns one DataFile per Parquet file written. With `write_id`, the
+    files' names carry it (connectors.orphans removes the files of a write that did not commit)."""
+    prefix = file_prefix(write_id) if write_id else "part-"
     root = Path(table_path)
     writers: dict[tuple, tuple[pq.ParquetWriter, str, dict, list[int]]] = {}
     files: list[DataFile] = []
@@ -93,7 +97,7 @@ def write_files(table_path: str, batches: Iterable[pa.RecordBatch], partition_by
             key = tuple(sorted(values.items()))
             if key not in writers:
                 subdir = "/".join(f"{k}={HIVE_NULL if v is None else v}" for k, v in values.items())
-                rel = (subdir + "/" if subdir else "") + f"part-{uuid.uuid4()}-c000.zstd.parquet"
+                rel = (subdir + "/" if subdir else "") + f"{prefix}{uuid.uuid4()}-c000.zstd.parquet"
                 (root / rel).parent.mkdir(parents=True, exist_ok=True)
                 writers[key] = (pq.ParquetWriter(root / rel, part.schema, compression="zstd"), rel, values, [0])
             writer, _, _, count = writers[key]

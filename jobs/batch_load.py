@@ -16,6 +16,7 @@ same commit with delta-spark (jobs.sink_engine); sink.mode=merge upserts and del
 from __future__ import annotations
 
 import logging
+from dataclasses import dataclass
 from typing import Literal
 
 from pyspark.sql import Observation
@@ -44,8 +45,23 @@ log = logging.getLogger("pylog.job.batch_load")
 
 
 
-def plan_range(cfg: JobConfig, om: OffsetManager) -> tuple[PartitionOffsets, PartitionOffsets, TopicIds, int]:
-    """(start offsets, end offsets, topic ids, batch id) of this run, from one snapshot of the table."""
+@dataclass(frozen=True)
+class LoadPlan:
+    """What one run loads: [starts, ends) of each partition, as batch write `batch_id` of the app."""
+
+    starts: PartitionOffsets
+    ends: PartitionOffsets
+    topic_ids: TopicIds
+    batch_id: int
+    new_table: bool
+
+    @property
+    def records(self) -> int:
+        return backlog(self.starts, self.ends)
+
+
+def plan_range(cfg: JobConfig, om: OffsetManager) -> LoadPlan:
+    """This run's range, from one snapshot of the table."""
     default = cfg.get("source.starting.offsets", "earliest")
     if default not in ("earliest", "latest"):
         raise JobConfigError(f"job {cfg.name}: source.starting.offsets must be earliest or latest for batch_load, "
@@ -65,7 +81,7 @@ def plan_range(cfg: JobConfig, om: OffsetManager) -> tuple[PartitionOffsets, Par
                               starts=lambda st: resume_from(st, live, fail_on_data_loss=fail_on_data_loss, new=new))
         starts = {tp: state.offsets.get(tp, o) for tp, o in starts.items()}
     batch_id = 0 if state.last_batch is None else state.last_batch + 1
-    return starts, live.latest, live.topic_ids, batch_id
+    return LoadPlan(starts, live.latest, live.topic_ids, batch_id, new_table=state.table_version < 0)
 
 
 def run(cfg: JobConfig) -> int:
@@ -74,13 +90,19 @@ def run(cfg: JobConfig) -> int:
     om = OffsetManager(table, app_id)
     check_value_settings(cfg)
     choice = sink_choice(cfg)
-    starts, ends, topic_ids, batch_id = plan_range(cfg, om)
-    records = backlog(starts, ends)
-    if records == 0:
+    plan = plan_range(cfg, om)
+    starts, ends, topic_ids, batch_id, records = plan.starts, plan.ends, plan.topic_ids, plan.batch_id, plan.records
+    if records == 0 and not plan.new_table:
         log.info("nothing new since the last load: offsets %s", to_json(ends))
         return 0
-    log.info("loading %d records (batch %d) from %s to %s into %s", records, batch_id, to_json(starts), to_json(ends),
-             table)
+    if records == 0:
+        # a first run with nothing to load still creates the table and stores where the log ends now, so the
+        # next run loads what arrives after this one (with source.starting.offsets=latest it would otherwise
+        # start from the end again each run and never load anything)
+        log.info("nothing to load yet: creating %s at offsets %s", table, to_json(ends))
+    else:
+        log.info("loading %d records (batch %d) from %s to %s into %s", records, batch_id, to_json(starts),
+                 to_json(ends), table)
     spark = build_session(cfg, f"pylog batch_load {app_id}", delta_spark=choice.delta_spark)
     df = (spark.read.format("pylog").options(**source_options(cfg))
           .option("startingOffsets", to_json(starts)).option("endingOffsets", to_json(ends)).load())

@@ -2,11 +2,12 @@
 
 Steps, each on by default and each retried when another writer's commit conflicts with it:
   1. compaction: OPTIMIZE (ZORDER BY maintain.zorder.by when set);
-  2. VACUUM RETAIN maintain.vacuum.retention.hours (Delta's default 168). Below the table's
-     delta.deletedFileRetentionDuration Delta refuses unless
-     spark.databricks.delta.retentionDurationCheck.enabled=false. Beside a running writer the retention
-     must exceed the longest time from a batch's files being written to their commit: VACUUM deletes
-     files no commit names yet, and the writer's commit would then name missing files;
+  2. VACUUM with the table's delta.deletedFileRetentionDuration (7 days unless the table says otherwise),
+     or RETAIN maintain.vacuum.retention.hours when set (whole hours: Delta rounds to them). Below the
+     table's retention Delta refuses unless spark.databricks.delta.retentionDurationCheck.enabled=false.
+     Beside a running writer the retention must exceed the longest time from a batch's files being
+     written to their commit: VACUUM deletes files no commit names yet, and the writer's commit would
+     then name missing files (connectors.errors.MissingFilesError refuses that commit);
   3. a checkpoint of the latest version (delta-spark's cached snapshot refreshed first: pylog commits
      through delta-rs), with the log cleanup the table's delta.logRetentionDuration allows.
 Then a report: version, file count and size before and after, and the offsets each app keeps in the
@@ -107,8 +108,39 @@ def optimize(spark: Any, path: str, zorder_by: list[str]) -> dict[str, int]:
     return {"files_added": int(metrics["numFilesAdded"]), "files_removed": int(metrics["numFilesRemoved"])}
 
 
-def vacuum(spark: Any, path: str, retention_hours: float) -> None:
-    spark.sql(f"VACUUM {_ident(path)} RETAIN {retention_hours:g} HOURS").collect()
+# delta-spark 4 ignores a RETAIN other than 0 hours, with only a warning in Spark's log, unless this internal
+# setting (default true) is off; the job's setting is what the user asked for, so it is honoured
+IGNORE_RETAIN = "spark.databricks.delta.vacuum.retentionWindowIgnore.enabled"
+TABLE_RETENTION = "delta.deletedFileRetentionDuration"
+
+
+def vacuum(spark: Any, path: str, retention_hours: int | None) -> str:
+    """VACUUM keeping `retention_hours` of history, or the table's own retention when None; the retention
+    applied, in words."""
+    if retention_hours is None:
+        spark.sql(f"VACUUM {_ident(path)}").collect()
+        configured = spark.sql(f"SHOW TBLPROPERTIES {_ident(path)} ('{TABLE_RETENTION}')").collect()
+        value = configured[0]["value"] if configured else ""
+        shown = value if value and "does not have property" not in value else "interval 1 weeks, Delta's default"
+        return f"the table's {TABLE_RETENTION} ({shown})"
+    spark.conf.set(IGNORE_RETAIN, "false")
+    spark.sql(f"VACUUM {_ident(path)} RETAIN {retention_hours} HOURS").collect()
+    return f"{retention_hours} hours (maintain.vacuum.retention.hours)"
+
+
+def retention_setting(cfg: JobConfig) -> int | None:
+    """maintain.vacuum.retention.hours as whole hours, or None when unset (the table's retention applies)."""
+    raw = cfg.get("maintain.vacuum.retention.hours")
+    if raw is None:
+        return None
+    try:
+        hours = float(raw)
+    except ValueError:
+        hours = -1.0
+    if hours < 0 or hours != int(hours):
+        raise JobConfigError(f"job maintain: maintain.vacuum.retention.hours must be a whole number of hours (Delta "
+                             f"rounds to hours, so 0.4 would delete every unreferenced file), got {raw!r}")
+    return int(hours)
 
 
 def checkpoint(spark: Any, path: str, clean_up_log: bool) -> int:
@@ -131,14 +163,7 @@ def run(cfg: JobConfig) -> int:
     if open_table(path) is None:
         raise JobConfigError(f"job maintain: there is no Delta table at {path}")
     attempts = cfg.int("maintain.max.attempts", 5) or 1
-    retention = cfg.get("maintain.vacuum.retention.hours", "168")
-    try:
-        retention_hours = float(retention)
-    except ValueError:
-        raise JobConfigError(f"job maintain: maintain.vacuum.retention.hours must be a number of hours, got "
-                             f"{retention!r}") from None
-    if retention_hours < 0:
-        raise JobConfigError(f"job maintain: maintain.vacuum.retention.hours must not be negative, got {retention}")
+    retention_hours = retention_setting(cfg)
 
     spark = build_session(cfg, f"pylog maintain {path}", delta_spark=True)
     report: dict[str, Any] = {"table": path, "steps": {}}
@@ -151,9 +176,9 @@ def run(cfg: JobConfig) -> int:
         report["steps"]["optimize"] = retried("OPTIMIZE", lambda: optimize(spark, path, zorder), attempts)
         log.info("OPTIMIZE%s: %s", f" ZORDER BY {zorder}" if zorder else "", report["steps"]["optimize"])
     if cfg.bool("maintain.vacuum", True):
-        retried("VACUUM", lambda: vacuum(spark, path, retention_hours), attempts)
-        report["steps"]["vacuum"] = {"retention_hours": retention_hours}
-        log.info("VACUUM RETAIN %g HOURS done", retention_hours)
+        applied = retried("VACUUM", lambda: vacuum(spark, path, retention_hours), attempts)
+        report["steps"]["vacuum"] = {"retention_hours": retention_hours, "retention": applied}
+        log.info("VACUUM done, keeping the files of the last %s", applied)
     if cfg.bool("maintain.checkpoint", True):
         cleanup = cfg.bool("maintain.log.cleanup", True)
         version = retried("checkpoint", lambda: checkpoint(spark, path, cleanup), attempts)

@@ -110,8 +110,9 @@ MAINTAIN = (
     Setting("maintain.optimize", "true", "compact small files with delta-spark's OPTIMIZE"),
     Setting("maintain.zorder.by", None, "comma-separated columns to Z-ORDER by while compacting"),
     Setting("maintain.vacuum", "true", "delete files no version within the retention needs (VACUUM)"),
-    Setting("maintain.vacuum.retention.hours", "168", "VACUUM's retention; below the table's "
-            "delta.deletedFileRetentionDuration it needs spark.databricks.delta.retentionDurationCheck.enabled=false, "
+    Setting("maintain.vacuum.retention.hours", None, "VACUUM's retention in whole hours (unset: the table's "
+            "delta.deletedFileRetentionDuration, 7 days by default); below the table's it needs "
+            "spark.databricks.delta.retentionDurationCheck.enabled=false, "
             "and beside a running writer it must exceed the longest time from writing a batch to committing it"),
     Setting("maintain.checkpoint", "true", "write a checkpoint of the latest version"),
     Setting("maintain.log.cleanup", "true", "after the checkpoint, delete the commits older than the table's "

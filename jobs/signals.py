@@ -12,6 +12,7 @@ import contextlib
 import signal
 import subprocess
 import threading
+from pathlib import Path
 from types import FrameType
 from typing import Any, Callable, Iterator, Optional
 
@@ -86,12 +87,14 @@ class JobStopper:
 STOPPER = JobStopper()
 
 
-def shield_spark_jvm() -> None:
-    """Make pyspark start its JVM with SIGTERM ignored (it already ignores SIGINT). Call before the session."""
+def shield_spark_jvm(output: Optional[Path] = None) -> None:
+    """Make pyspark start its JVM with SIGTERM ignored (it already ignores SIGINT) and, with `output`, its
+    stdout and stderr appended to that file: also those of Spark's Python workers, whose tracebacks when a
+    stop cancels their tasks (a broken pipe, an EOFError per task) are noise on a terminal. Call before the
+    session is built."""
     from pyspark import java_gateway
 
-    if getattr(getattr(java_gateway, "Popen"), "_pylog_shielded", False):
-        return
+    spawn: Callable[..., "subprocess.Popen[bytes]"] = getattr(java_gateway.Popen, "_pylog_inner", java_gateway.Popen)
 
     def popen(*args: Any, **kwargs: Any) -> "subprocess.Popen[bytes]":
         inner: Optional[Callable[[], None]] = kwargs.get("preexec_fn")
@@ -104,7 +107,12 @@ def shield_spark_jvm() -> None:
             signal.pthread_sigmask(signal.SIG_UNBLOCK, STOP_SIGNALS)   # held while the session starts
 
         kwargs["preexec_fn"] = preexec
-        return subprocess.Popen(*args, **kwargs)
+        if output is None:
+            return spawn(*args, **kwargs)
+        with open(output, "ab") as sink:
+            kwargs.setdefault("stdout", sink)
+            kwargs.setdefault("stderr", sink)
+            return spawn(*args, **kwargs)
 
-    setattr(popen, "_pylog_shielded", True)
+    setattr(popen, "_pylog_inner", spawn)
     setattr(java_gateway, "Popen", popen)

@@ -89,7 +89,6 @@ def build_session(cfg: JobConfig, app_name: str, *, delta_spark: bool = False) -
     os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
     os.environ.setdefault("PYSPARK_DRIVER_PYTHON", sys.executable)
     logging.getLogger("py4j").setLevel(logging.WARNING)
-    shield_spark_jvm()
     from pyspark.sql import SparkSession
 
     b = (SparkSession.builder.appName(app_name).master(cfg.get("spark.master", "local[2]"))
@@ -103,6 +102,7 @@ def build_session(cfg: JobConfig, app_name: str, *, delta_spark: bool = False) -
         _log_file.parent.mkdir(parents=True, exist_ok=True)
         b = b.config("spark.driver.extraJavaOptions",
                      f"-Dlog4j2.configurationFile={LOG4J} -Dpylog.log.file={_log_file}")
+    shield_spark_jvm(_log_file)
     for k, v in cfg.values.items():
         if k.startswith("spark.") and k not in ("spark.master", "spark.log.level"):
             b = b.config(k, v)

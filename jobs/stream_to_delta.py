@@ -70,10 +70,11 @@ def _checkpoint_base(cfg: JobConfig, table: str, app_id: str) -> Path:
     return base
 
 
-def plan_generation(cfg: JobConfig, table: str, app_id: str, schema: pa.Schema, partition_by: list[str]) -> Plan:
+def plan_generation(cfg: JobConfig, base: Path, table: str, app_id: str, schema: pa.Schema,
+                    partition_by: list[str]) -> Plan:
     """Resume this app's generation from its checkpoint while it agrees with the table, or claim a new one that
-    starts from the table's offsets (see the module's docstring)."""
-    base = _checkpoint_base(cfg, table, app_id)
+    starts from the table's offsets (see the module's docstring). `base` is the checkpoint location, already
+    checked to be this job's (`_checkpoint_base`)."""
     om = OffsetManager(table, app_id)
     state = om.state()
     current = state.generation
@@ -144,12 +145,12 @@ def run(cfg: JobConfig) -> int:
     partition_by = cfg.list("sink.partition.by")
     check_value_settings(cfg)
     choice = sink_choice(cfg)
-    _checkpoint_base(cfg, table, app_id)   # another job's checkpoint is refused before Spark starts
+    base = _checkpoint_base(cfg, table, app_id)   # another job's checkpoint is refused before Spark starts
     spark = build_session(cfg, f"pylog stream_to_delta {app_id}", delta_spark=choice.delta_spark)
     probe = job_rows(cfg, spark.readStream.format("pylog").options(**options).load(), choice.merge)
     check_keys(cfg, choice, probe)
     add_raw_columns(cfg, table)
-    plan = plan_generation(cfg, table, app_id, arrow_schema(table_columns(probe).schema), partition_by)
+    plan = plan_generation(cfg, base, table, app_id, arrow_schema(table_columns(probe).schema), partition_by)
     log.info("app %s generation %d, checkpoint %s, starting offsets %s", app_id, plan.generation, plan.checkpoint,
              plan.starting_offsets or "from the checkpoint")
     reader = spark.readStream.format("pylog").options(**options)

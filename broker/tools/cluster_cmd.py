@@ -1,4 +1,5 @@
-"""`pylog cluster status`: what a ZooKeeper-mode cluster holds, read from ZooKeeper (issue 11).
+"""`pylog cluster status`: what a ZooKeeper-mode cluster holds, read from ZooKeeper (issue 11); and
+`pylog cluster up`, a development cluster in the foreground (broker.tools.local_cluster).
 
 Owns the operator's view of cluster metadata: the live brokers, the controller and its epoch, every
 topic's partitions with leader, replicas and ISR, and the under-replicated (ISR smaller than the
@@ -114,18 +115,43 @@ def run(args: argparse.Namespace) -> int:
     return 0
 
 
+def _check_free(ports: dict[int, str]) -> None:
+    """CliError naming the first of `ports` ({port: what it is for}) that something already listens on."""
+    import socket
+
+    for port, what in ports.items():
+        with socket.socket() as s:
+            s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+            try:
+                s.bind(("127.0.0.1", port))
+            except OSError:
+                raise CliError(f"port {port} ({what}) is in use, by another broker or cluster? Stop it, or give "
+                               f"other ports: --port (the first broker's; broker i listens on port + i) and "
+                               f"--zookeeper-port") from None
+
+
 def run_up(args: argparse.Namespace) -> int:
-    """`pylog cluster up`: a local ZooKeeper and N brokers in the foreground until Ctrl-C (or SIGTERM)."""
+    """`pylog cluster up`: a local ZooKeeper and N brokers in the foreground until Ctrl-C (or SIGTERM).
+
+    Fixed ports (Kafka's: brokers from 9092, ZooKeeper 2181), so clients' settings stay the same from one
+    run to the next. Without --data-dir the data lives in a new temporary directory removed when the
+    cluster stops; with it the data stays, and `cluster up` with the same directory brings it back."""
+    import shutil
     import signal
     import tempfile
     import threading
     from pathlib import Path
 
+    from broker.process import BrokerProcess
     from broker.tools.local_cluster import DEV_SETTINGS, LocalCluster
 
     _quiet_kazoo()
-
-    root = Path(args.data_dir) if args.data_dir else Path(tempfile.mkdtemp(prefix="pylog-cluster-"))
+    if args.brokers < 1:
+        raise CliError(f"--brokers must be at least 1, got {args.brokers}")
+    ports = {args.port + i: f"broker {i}" for i in range(args.brokers)}
+    _check_free({**ports, args.zookeeper_port: "ZooKeeper"})
+    keep = args.data_dir is not None
+    root = Path(args.data_dir) if keep else Path(tempfile.mkdtemp(prefix="pylog-cluster-"))
     settings: dict[str, object] = {**DEV_SETTINGS, "default.replication.factor": min(3, args.brokers),
                                    "min.insync.replicas": min(2, args.brokers),
                                    "offsets.topic.replication.factor": min(3, args.brokers)}
@@ -134,14 +160,16 @@ def run_up(args: argparse.Namespace) -> int:
         if not sep:
             raise CliError(f"--set expects key=value, got {item!r}")
         settings[key.strip()] = value.strip()
-    cluster = LocalCluster(root, args.brokers, settings)
+    cluster = LocalCluster(root, args.brokers, settings, zk_port=args.zookeeper_port,
+                           launcher=lambda i, data, s: BrokerProcess(data, port=args.port + i, settings=s))
     done = threading.Event()
     signal.signal(signal.SIGTERM, lambda *_: done.set())
     try:
         cluster.start()
         print(f"ZooKeeper: {cluster.zk_connect}")
         print(f"bootstrap servers: {cluster.bootstrap}")
-        print(f"data: {root}")
+        print(f"data: {root}" + ("" if keep else " (removed when the cluster stops; --data-dir keeps it)"))
+        print(_controller_line(cluster.zk_connect))
         print(f"status: pylog cluster status --zookeeper {cluster.zk_connect}")
         print("Ctrl-C stops the cluster.", flush=True)
         done.wait()
@@ -151,7 +179,30 @@ def run_up(args: argparse.Namespace) -> int:
         raise CliError(f"the cluster did not start: {e}") from None
     finally:
         cluster.close()
+        if not keep:
+            shutil.rmtree(root, ignore_errors=True)
+    print("cluster stopped" + (f"; its data is in {root}" if keep else ""), flush=True)
     return 0
+
+
+def _controller_line(zk_connect: str, timeout_s: float = 30.0) -> str:
+    """'controller: broker N (epoch E)', once the brokers have elected one."""
+    import time
+
+    from kazoo.client import KazooClient
+
+    client = KazooClient(hosts=zk_connect, timeout=10.0)
+    client.start(timeout=10.0)
+    try:
+        deadline = time.monotonic() + timeout_s
+        status = read_status(client)
+        while status["controller"] is None and time.monotonic() < deadline:
+            time.sleep(0.2)
+            status = read_status(client)
+    finally:
+        client.stop()
+        client.close()
+    return format_status(status).splitlines()[0]
 
 
 def register(sub: Any) -> None:
@@ -164,6 +215,10 @@ def register(sub: Any) -> None:
     s.set_defaults(func=run)
     u = csub.add_parser("up", help="a development cluster: a local ZooKeeper and N brokers, until Ctrl-C")
     u.add_argument("--brokers", type=int, default=3, help="how many brokers (ids 0..N-1)")
-    u.add_argument("--data-dir", help="where ZooKeeper and the brokers keep their data (default: a new temp dir)")
+    u.add_argument("--port", type=int, default=9092, help="the first broker's port; broker i listens on port + i "
+                   "(default 9092)")
+    u.add_argument("--zookeeper-port", type=int, default=2181, help="ZooKeeper's port (default 2181)")
+    u.add_argument("--data-dir", help="where ZooKeeper and the brokers keep their data, kept after the cluster stops "
+                   "(default: a new temporary directory, removed when it stops)")
     u.add_argument("--set", action="append", metavar="KEY=VALUE", help="a broker setting for every broker")
     u.set_defaults(func=run_up)

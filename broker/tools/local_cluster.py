@@ -1,7 +1,7 @@
 """A development cluster on one machine: a local ZooKeeper and N `pylog broker` processes on loopback.
 
 Owns what `pylog cluster up` runs, and what tests and benchmarks start a cluster with: broker i
-gets `broker.id` i, its own data directory and free port, and `zookeeper.connect` pointing at the
+gets `broker.id` i, its own data directory and port (a free one unless the launcher says), and `zookeeper.connect` pointing at the
 local ZooKeeper (with a chroot, so that several clusters can share one ZooKeeper). Brokers can be
 stopped (SIGTERM: controlled shutdown), killed (SIGKILL), frozen (SIGSTOP), thawed and restarted
 with the same id, directory and port. A `launcher` may start a broker elsewhere than on loopback (the
@@ -38,11 +38,12 @@ DEV_SETTINGS: Mapping[str, object] = {
 class LocalCluster:
     def __init__(self, root: Path, brokers: int = 3, settings: Mapping[str, object] | None = None,
                  zk_connect: str | None = None, chroot: str = "/pylog",
-                 launcher: BrokerLauncher = _loopback_broker) -> None:
+                 launcher: BrokerLauncher = _loopback_broker, zk_port: int | None = None) -> None:
         self.root = Path(root)
         self.launcher = launcher
         self.zookeeper: LocalZooKeeper | None = None
         self._zk_connect = zk_connect
+        self.zk_port = zk_port           # of the ZooKeeper it starts when not given zk_connect (default: free)
         self.chroot = chroot
         self.settings = dict(DEV_SETTINGS if settings is None else settings)
         self.brokers: dict[int, BrokerProcess] = {}
@@ -60,7 +61,7 @@ class LocalCluster:
 
     def start(self, timeout_s: float = 60.0) -> "LocalCluster":
         if self._zk_connect is None:
-            self.zookeeper = LocalZooKeeper(self.root / "zookeeper")
+            self.zookeeper = LocalZooKeeper(self.root / "zookeeper", port=self.zk_port)
             self._zk_connect = self.zookeeper.start()
         self._ensure_chroot()
         for i in range(self.count):

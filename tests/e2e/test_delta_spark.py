@@ -499,6 +499,27 @@ def test_maintain_job_compacts_vacuums_checkpoints_and_reports_unchanged_offsets
     assert len(on_disk) == 1, "VACUUM RETAIN 0 HOURS left only the compacted file"
 
 
+def test_maintain_vacuum_keeps_the_retention_asked_for_or_the_tables_own(delta, tmp_path):
+    """delta-spark 4 ignores a RETAIN other than 0 hours by default (a warning in Spark's log only);
+    maintain honours its setting, and without one applies the table's delta.deletedFileRetentionDuration."""
+    from deltalake import write_deltalake
+
+    from jobs import maintain
+
+    path = tmp_path / "t"
+    for i in range(3):
+        write_deltalake(str(path), pa.table({"a": [i]}), mode="append",
+                        configuration={"delta.deletedFileRetentionDuration": "interval 0 hours"})
+    write_deltalake(str(path), pa.table({"a": [9]}), mode="overwrite")   # three files no longer referenced
+    on_disk = lambda: len([f for f in path.glob("*.parquet")])   # noqa: E731
+    assert on_disk() == 4
+    assert maintain.vacuum(delta, str(path), 1) == "1 hours (maintain.vacuum.retention.hours)"
+    assert on_disk() == 4, "RETAIN 1 HOURS kept the files removed a moment ago"
+    applied = maintain.vacuum(delta, str(path), None)
+    assert "delta.deletedFileRetentionDuration (interval 0 hours)" in applied, applied
+    assert on_disk() == 1, "the table's retention of 0 hours deleted them"
+
+
 # ---- 4. delta-spark as the sink's engine: the same offsets model, and keyed merges --------------------------
 
 KEYED_DDL = "topic string, partition int, offset long, key string, value string, _pylog_tombstone boolean"

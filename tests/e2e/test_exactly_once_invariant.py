@@ -21,22 +21,17 @@ from deltalake import DeltaTable
 
 from connectors.offset_manager import OffsetManager
 from tests.support.clients import create_topic
-from tests.support.jobs import assert_exactly_once, finish, kill, produce_events, run_job, table_versions
+from tests.support.jobs import (assert_exactly_once, finish, kill, produce_events, run_job, stream_settings,
+                                table_versions)
 
 pytestmark = [pytest.mark.slow, pytest.mark.timeout(600)]
-
-
-def _settings(bootstrap: str, tmp: Path, **extra: object) -> dict[str, object]:
-    return {"source.bootstrap.servers": bootstrap, "source.topics": "events", "sink.table.path": tmp / "table",
-            "sink.checkpoint.location": tmp / "ckpt", "sink.app.id": "inv", "group.mirror": "",
-            "trigger": "available-now", "source.max.offsets.per.trigger": 300, **extra}
 
 
 def test_kill_in_the_first_batch_shared_checkpoint_and_batch_load_between_runs(pylog_broker, tmp_path):
     bootstrap = pylog_broker.bootstrap
     create_topic(bootstrap, "events", partitions=2)
     produce_events(bootstrap, "events", 0, 2000)
-    settings = _settings(bootstrap, tmp_path, **{"source.starting.offsets": "latest"})
+    settings = stream_settings(bootstrap, tmp_path, "inv", 300, **{"source.starting.offsets": "latest"})
 
     # 1. SIGKILL once Spark planned batch 0; more records arrive; the same command again
     proc = run_job("stream_to_delta", {**settings, "source.starting.offsets": "earliest"})

@@ -87,3 +87,33 @@ def test_values_that_are_not_json_are_kept_counted_or_stop_the_job(pylog_broker,
                                                                   "value.on.error": "fail"}),
                    "value of in-0 at offset 1 is not JSON of value.schema (value.on.error=fail", within_s=120)
     assert not (tmp_path / "strict" / "_delta_log").exists() or not DeltaTable(str(tmp_path / "strict")).file_uris()
+
+
+def test_ctrl_c_in_reprocess_prints_one_line_and_leaves_no_files(pylog_broker, tmp_path):
+    """Ctrl-C (SIGINT to the job's process group, as a terminal sends it) while reprocess's tasks are writing:
+    one line saying what happened, and no Parquet file of the cancelled write left in the target."""
+    import os
+    import signal
+
+    from tests.support.jobs import produce_events
+
+    bootstrap = pylog_broker.bootstrap
+    create_topic(bootstrap, "big", partitions=1)
+    for start in range(0, 300_000, 50_000):
+        produce_events(bootstrap, "big", start, 50_000)
+    target = tmp_path / "rebuilt"
+    proc = run_job("reprocess", {"source.bootstrap.servers": bootstrap, "source.topics": "big",
+                                 "sink.table.path": tmp_path / "t", "reprocess.target.path": target,
+                                 "sink.app.id": "a", "group.mirror": ""})
+    deadline = time.monotonic() + 180
+    while not list(target.glob("part-*.parquet")):   # a task is writing its file
+        assert proc.poll() is None and time.monotonic() < deadline, proc.communicate()[0][-3000:]
+        time.sleep(0.05)
+    os.killpg(proc.pid, signal.SIGINT)
+    out, _ = proc.communicate(timeout=120)
+    assert proc.returncode == 128 + signal.SIGINT, out[-3000:]
+    after = out[out.index("reprocessing 300000 records"):].splitlines()[1:]
+    assert len(after) <= 3 and "stopped by SIGINT" in after[-1], "\n".join(after)
+    assert "Traceback" not in out
+    assert not list(target.glob("part-*.parquet")), "the cancelled write's files were removed"
+    assert DeltaTable(str(target)).version() == 1 and not DeltaTable(str(target)).file_uris()

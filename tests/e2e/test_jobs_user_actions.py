@@ -14,7 +14,8 @@ from confluent_kafka.admin import AdminClient
 
 from connectors.offset_manager import OffsetManager, end_offsets
 from tests.support.clients import create_topic
-from tests.support.jobs import REPO, event_ids, finish, kill, produce_events, run_job, table_versions
+from tests.support.jobs import (REPO, event_ids, finish, kill, produce_events, run_job, stream_settings,
+                                table_versions)
 
 pytestmark = [pytest.mark.slow, pytest.mark.timeout(900)]
 
@@ -35,17 +36,11 @@ def _failed(proc: subprocess.Popen, timeout: float = 240) -> str:
     return out
 
 
-def _stream(bootstrap: str, tmp: Path, **extra: object) -> dict[str, object]:
-    return {"source.bootstrap.servers": bootstrap, "source.topics": "events", "sink.table.path": tmp / "table",
-            "sink.checkpoint.location": tmp / "ckpt", "sink.app.id": "app", "group.mirror": "",
-            "trigger": "available-now", "source.max.offsets.per.trigger": 400, **extra}
-
-
 def test_a_recreated_topic_under_stream_to_delta_fails_loudly_or_is_read_from_its_start(pylog_broker, tmp_path):
     bootstrap = pylog_broker.bootstrap
     create_topic(bootstrap, "events", partitions=2)
     produce_events(bootstrap, "events", 0, 1000)
-    settings = _stream(bootstrap, tmp_path)
+    settings = stream_settings(bootstrap, tmp_path, "app", 400)
     finish(run_job("stream_to_delta", settings, cwd=tmp_path))   # jobs run from any directory
     old_ids = OffsetManager(str(tmp_path / "table"), "app").state().topic_ids
     _recreate(bootstrap, "events", 2)
@@ -78,12 +73,28 @@ def test_a_topic_recreated_between_batch_loads_is_an_error_or_loaded_from_its_st
     assert "nothing new" in finish(run_job("batch_load", settings))
 
 
+def test_batch_load_from_latest_into_a_new_table_loads_what_arrives_after_its_first_run(pylog_broker, tmp_path):
+    bootstrap = pylog_broker.bootstrap
+    create_topic(bootstrap, "events", partitions=2)
+    produce_events(bootstrap, "events", 0, 300)
+    settings = {"source.bootstrap.servers": bootstrap, "source.topics": "events", "sink.table.path": tmp_path / "table",
+                "sink.app.id": "cron", "group.mirror": "", "source.starting.offsets": "latest"}
+    out = finish(run_job("batch_load", settings))
+    assert "nothing to load yet: creating" in out, out[-2000:]
+    assert event_ids(tmp_path / "table") == []
+    assert OffsetManager(str(tmp_path / "table"), "cron").state().offsets == end_offsets(bootstrap, ["events"])
+    produce_events(bootstrap, "events", 300, 200)
+    finish(run_job("batch_load", settings))
+    assert event_ids(tmp_path / "table") == list(range(300, 500))
+
+
 def test_reprocess_replace_beside_a_running_stream_fences_it_and_nothing_is_lost(pylog_broker, tmp_path):
     bootstrap = pylog_broker.bootstrap
     create_topic(bootstrap, "events", partitions=3)
     produce_events(bootstrap, "events", 0, 1500)
     table = tmp_path / "table"
-    stream = run_job("stream_to_delta", _stream(bootstrap, tmp_path, trigger="processing-time=1 second",
+    stream = run_job("stream_to_delta", stream_settings(bootstrap, tmp_path, "app", 400,
+                                                        trigger="processing-time=1 second",
                                                 **{"source.max.offsets.per.trigger": 300}))
     try:
         deadline = time.monotonic() + 180
@@ -101,7 +112,7 @@ def test_reprocess_replace_beside_a_running_stream_fences_it_and_nothing_is_lost
             kill(stream)
     summary = out.strip().splitlines()[-1]
     assert "FencedError" in summary and "superseded" in summary and "Restart the job" in summary, summary
-    finish(run_job("stream_to_delta", _stream(bootstrap, tmp_path)))
+    finish(run_job("stream_to_delta", stream_settings(bootstrap, tmp_path, "app", 400)))
     assert event_ids(table) == list(range(2100)), "every record exactly once after the restart"
     assert OffsetManager(str(table), "app").committed() == end_offsets(bootstrap, ["events"])
 

@@ -273,3 +273,22 @@ def test_files_deleted_before_the_commit_are_refused_not_committed(tmp_path):
         commit_batch(BatchCommit(table, "app", 1, files, SCHEMA, end_offsets={("t", 0): 4},
                                  start_offsets={("t", 0): 2}))
     assert _offsets(table) == [0, 1] and committed_offsets(table, "app") == {("t", 0): 2}
+
+
+def test_a_write_that_did_not_commit_has_its_files_removed_and_one_that_did_keeps_them(tmp_path):
+    from connectors.orphans import remove_uncommitted
+
+    table = str(tmp_path / "t")
+    rb = lambda lo, hi: pa.RecordBatch.from_pydict(   # noqa: E731
+        {"topic": ["t"] * (hi - lo), "partition": [0] * (hi - lo), "offset": list(range(lo, hi))}, schema=SCHEMA)
+    kept = [f.to_dict() for f in write_files(table, [rb(0, 10)], [], write_id="w1")]
+    assert commit_batch(BatchCommit(table, "app", 0, kept, SCHEMA, end_offsets={("t", 0): 10},
+                                    start_offsets={("t", 0): 0}))
+    assert remove_uncommitted(table, "w1", -1) == [], "a committed write's files are the table's"
+    assert len(DeltaTable(table).file_uris()) == 1 and _offsets(table) == list(range(10))
+    # a write whose tasks were cancelled: files on disk (one in a partition directory), no commit
+    left = write_files(table, [rb(10, 20)], [], write_id="w2") + write_files(table, [rb(20, 30)], ["partition"],
+                                                                             write_id="w2")
+    assert remove_uncommitted(table, "w2", DeltaTable(table).version()) == sorted(f.path for f in left)
+    assert not any((tmp_path / "t" / f.path).exists() for f in left)
+    assert _offsets(table) == list(range(10))

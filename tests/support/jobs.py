@@ -37,6 +37,13 @@ def produce_events(bootstrap: str, topic: str, start: int, count: int, timestamp
     assert p.flush(30) == 0
 
 
+def stream_settings(bootstrap: str, tmp: Path, app_id: str, per_trigger: int, **extra: object) -> dict[str, object]:
+    """Settings of a `stream_to_delta` run over topic `events` into tmp/table with checkpoint tmp/ckpt."""
+    return {"source.bootstrap.servers": bootstrap, "source.topics": "events", "sink.table.path": tmp / "table",
+            "sink.checkpoint.location": tmp / "ckpt", "sink.app.id": app_id, "group.mirror": "",
+            "trigger": "available-now", "source.max.offsets.per.trigger": per_trigger, **extra}
+
+
 def run_job(name: str, settings: dict[str, object], env: dict[str, str] | None = None,
             cwd: Path = REPO, output: Path | None = None) -> subprocess.Popen:
     """Start `pylog job NAME`; its output is piped (read it with `finish`), or appended to `output` for a

@@ -66,3 +66,21 @@ def test_lost_or_lower_offsets_are_reported_and_a_new_generation_may_rewind():
     problems = lost_offsets(before, {"a": _state(0, p0=10, p1=19), "c": _state(1, p0=100)})
     assert problems == ["app a (generation 0): offsets went back: t-1 20 -> 19",
                         'app b kept offsets {"t":{"0":5}} before and none after']
+
+
+@pytest.mark.parametrize("value, hours", [(None, None), ("", None), ("0", 0), ("168", 168), ("24.0", 24)])
+def test_vacuum_retention_is_whole_hours_or_the_tables_own(value, hours):
+    from jobs.config import JobConfig
+    from jobs.maintain import retention_setting
+
+    overrides = [] if value is None else [f"maintain.vacuum.retention.hours={value}"]
+    assert retention_setting(JobConfig.load("maintain", None, overrides)) == hours
+
+
+@pytest.mark.parametrize("value", ["0.4", "-1", "a week"])
+def test_a_retention_delta_would_round_or_cannot_read_is_refused(value):
+    from jobs.config import JobConfig, JobConfigError
+    from jobs.maintain import retention_setting
+
+    with pytest.raises(JobConfigError, match="whole number of hours"):
+        retention_setting(JobConfig.load("maintain", None, [f"maintain.vacuum.retention.hours={value}"]))
