@@ -3,7 +3,7 @@
 Owns broker processes started by a benchmark (always stopped by the caller through `stop()`).
 The broker under test is always a separate process, as a user runs it; the peers' command lines
 come from peers/ (shared with the tests). Record batches are built with the broker's own encoder
-(broker.log.record_builder) and codecs (broker.log.recompress). Benchmarks never import the tests.
+(kafka_protocol.record_builder) and codecs (broker.log.recompress). Benchmarks never import the tests.
 """
 from __future__ import annotations
 
@@ -20,9 +20,9 @@ from typing import Sequence
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))   # peers/ is not installed: the repository's
 
-from broker.log.record_batch import COMPRESSION_NAMES  # noqa: E402
+from kafka_protocol.record_batch import COMPRESSION_NAMES  # noqa: E402
 from broker.log.recompress import compress  # noqa: E402
-from broker.log.record_builder import encode_record, frame_batch  # noqa: E402
+from kafka_protocol.record_builder import encode_record, frame_batch  # noqa: E402
 from broker.process import free_port  # noqa: F401,E402  (re-exported for the benchmarks)
 from peers import tansu  # noqa: E402
 from peers.kafka import KafkaBroker  # noqa: E402

@@ -14,7 +14,7 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 import broker.log.partition_log as partition_log  # noqa: E402
-from broker.log import record_batch  # noqa: E402
+from kafka_protocol import record_batch  # noqa: E402
 
 
 def _headers_only(buf, max_batch_bytes, **_ignored):  # type: ignore[no-untyped-def]

@@ -76,7 +76,8 @@ def measure(bp: _common.BrokerProc, topic: str, count: int, size: int, codec: st
 def append_path(reps: int) -> int:
     """PartitionLog.append of 1 MB batches, record walk on and off, alternately; records/s (median)."""
     from broker.config import TopicConfig
-    from broker.log import partition_log, record_batch
+    from broker.log import partition_log
+    from kafka_protocol import record_batch
     from broker.log.partition_log import PartitionLog
 
     shipped = partition_log.validate_batches

@@ -12,7 +12,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Callable, Iterable, Mapping
 
-from broker.errors import InvalidConfigError, InvalidRequestError
+from kafka_protocol.errors import InvalidConfigError, InvalidRequestError
 
 LONG_MAX = 9223372036854775807
 

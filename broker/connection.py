@@ -1,6 +1,6 @@
 """One client connection: bytes in → frames → dispatch → bytes out, as an asyncio BufferedProtocol.
 
-Owns: driving the sans-I/O `FrameReceiver` (broker/protocol/framing.py: the receive buffers and
+Owns: driving the sans-I/O `FrameReceiver` (kafka_protocol/framing.py: the receive buffers and
 frame cutting) from asyncio's callbacks, running requests strictly in order, writing the responses
 of one read pass together, sending fetch data with sendfile, backpressure, waiting (not reading)
 while the broker's request memory pool is exhausted, and the clocks the server's housekeeping checks
@@ -28,26 +28,29 @@ import os
 import socket
 import time
 from collections import deque
-from typing import TYPE_CHECKING, Any, Awaitable, Callable, Iterable
+from typing import Any, Awaitable, Callable, Iterable, Protocol
 
+from kafka_protocol.api_keys import ApiKey
 from broker.apis.api_versions import unsupported_version_response
-from broker.apis.registry import CONTROLLER_API_TABLE, supported
-from broker.context import CLIENT_HOST
+from broker.apis.registry import CONTROLLER_API_TABLE, advertised, supported
+from broker.config import BrokerConfig
+from broker.context import CLIENT_HOST, BrokerContext
 from broker.log.fetch_slice import FetchSlice
-from broker.protocol.framing import FrameError, FrameReceiver
-from broker.quiet_logging import quiet
-from broker.protocol.codec import (
-    API_VERSIONS_KEY,
-    PRODUCE_KEY,
-    MalformedRequestError,
-    decode_request,
-    encode_response,
-    peek_header,
-    request_schema,
-)
+from kafka_protocol.framing import FrameError, FrameReceiver, RequestMemoryPool
+from kafka_protocol.quiet_logging import quiet
+from kafka_protocol.codec import MalformedRequestError, decode_request, encode_response, peek_header, request_schema
 
-if TYPE_CHECKING:
-    from broker.server import BrokerServer
+
+class Acceptor(Protocol):
+    """What a connection needs of the server that accepted it (broker.server.BrokerServer): a callback
+    interface, so that this module does not import the server that imports it."""
+
+    config: BrokerConfig
+    connections: set["Connection"]
+    request_memory: RequestMemoryPool
+    ctx: BrokerContext | None
+
+    def admit(self, conn: "Connection") -> str | None: ...
 
 log = quiet(logging.getLogger(__name__))
 
@@ -59,7 +62,7 @@ SMALL_REGION_BYTES = 64 * 1024      # fetch data below this is copied with pread
 class Connection(asyncio.BufferedProtocol):
     """The protocol instance of one accepted socket."""
 
-    def __init__(self, server: "BrokerServer") -> None:
+    def __init__(self, server: Acceptor) -> None:
         self.server = server
         self.max_bytes: int = server.config["socket.request.max.bytes"]
         self.transport: asyncio.Transport | None = None
@@ -215,18 +218,18 @@ class Connection(asyncio.BufferedProtocol):
         node = ctx.replicas.cluster
         api = supported(api_key, version, node is not None)
         if api is None:
-            if api_key == API_VERSIONS_KEY:
+            if api_key == ApiKey.API_VERSIONS:
                 self._out.append(encode_response(api_key, correlation_id,
-                                                 unsupported_version_response(node is not None)))
+                                                 unsupported_version_response(advertised(node is not None))))
                 return
             log.warning("closing connection %s: unsupported API key %d version %d", self.peer, api_key, version)
             self.close()
             return
         if (node is not None and not self._waited_for_cluster and not node.ready.is_set()
-                and api_key != API_VERSIONS_KEY and api_key not in CONTROLLER_API_TABLE):
+                and api_key != ApiKey.API_VERSIONS and api_key not in CONTROLLER_API_TABLE):
             self._task = asyncio.get_running_loop().create_task(self._when_cluster_ready(bytes(frame)))
             return
-        if api_key != PRODUCE_KEY and not isinstance(frame, bytes):
+        if api_key != ApiKey.PRODUCE and not isinstance(frame, bytes):
             frame = bytes(frame)     # kio reads read-only buffers; only Produce keeps views of the frame
         schema = request_schema(api_key, version)
         assert schema is not None, "supported() only names APIs whose schema exists"

@@ -15,7 +15,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Mapping
 
 from broker.config import DYNAMIC_SCOPES, BrokerConfig
-from broker.errors import InvalidRequestError
+from kafka_protocol.errors import InvalidRequestError
 from broker.log.fileutil import atomic_write
 
 if TYPE_CHECKING:

@@ -21,9 +21,9 @@ from collections import OrderedDict
 from dataclasses import dataclass, field
 from typing import Iterable
 
-from broker.errors import ErrorCode
+from kafka_protocol.topic_partition import TopicPartition
+from kafka_protocol.errors import ErrorCode
 
-TopicPartition = tuple[str, int]
 FINAL_EPOCH = -1
 INITIAL_EPOCH = 0
 

@@ -17,9 +17,10 @@ import resource
 import uuid
 from typing import TYPE_CHECKING, Iterable, Mapping
 
+from kafka_protocol.topic_partition import TopicPartition
 from broker.cluster.topic_registry import TopicInfo, TopicRegistry
 from broker.config import BrokerConfig, TopicConfig
-from broker.errors import (
+from kafka_protocol.errors import (
     FencedLeaderEpochError,
     InvalidConfigError,
     InvalidReplicationFactorError,
@@ -38,7 +39,6 @@ if TYPE_CHECKING:
 
 log = logging.getLogger(__name__)
 
-TopicPartition = tuple[str, int]
 
 # Kafka's controller refuses to create more partitions than this in one request (POLICY_VIOLATION).
 MAX_PARTITIONS_PER_REQUEST = 10_000

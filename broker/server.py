@@ -34,9 +34,9 @@ from broker.groups.offset_store import OFFSETS_TOPIC
 from broker.groups.service import GroupService
 from broker.log.cleaner import LogCleaner
 from broker.log.log_manager import LogManager
-from broker.protocol.codec import preload_schemas
-from broker.protocol.framing import RequestMemoryPool
-from broker.quiet_logging import quiet
+from kafka_protocol.codec import preload_schemas
+from kafka_protocol.framing import RequestMemoryPool
+from kafka_protocol.quiet_logging import quiet
 from broker.replica_manager import ReplicaManager
 from broker.replication.manager import Replication
 

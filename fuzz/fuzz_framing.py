@@ -27,8 +27,9 @@ import atheris
 
 with atheris.instrument_imports(include=["broker"]):
     from broker.apis.registry import supported
-    from broker.protocol.codec import PRODUCE_KEY, MalformedRequestError, decode_request, peek_header, request_schema
-    from broker.protocol.framing import FrameError, FrameReceiver, RequestMemoryPool
+    from kafka_protocol.api_keys import ApiKey
+    from kafka_protocol.codec import MalformedRequestError, decode_request, peek_header, request_schema
+    from kafka_protocol.framing import FrameError, FrameReceiver, RequestMemoryPool
 
 MAX_BYTES = (64, 300, 2048, 1 << 16)
 BUFFER_BYTES = (16, 64, 256, 4096)
@@ -44,7 +45,7 @@ def process(frame: memoryview) -> None:
     api = supported(api_key, version)
     if api is None:
         return
-    data: memoryview | bytes = frame if api_key == PRODUCE_KEY else bytes(frame)
+    data: memoryview | bytes = frame if api_key == ApiKey.PRODUCE else bytes(frame)
     try:
         decode_request(data, request_schema(api_key, version))
     except MalformedRequestError:

@@ -38,8 +38,9 @@ import atheris
 
 with atheris.instrument_imports(include=["broker"]):
     from broker.apis.registry import API_TABLE, supported
-    from broker.errors import KafkaError
-    from broker.protocol.codec import PRODUCE_KEY, MalformedRequestError, decode_request, peek_header, request_schema
+    from kafka_protocol.errors import KafkaError
+    from kafka_protocol.api_keys import ApiKey
+    from kafka_protocol.codec import MalformedRequestError, decode_request, peek_header, request_schema
     from fuzz.inprocess_broker import InProcessBroker
     from fuzz.request_model import ADVERTISED, mutate
 
@@ -111,7 +112,7 @@ def TestOneInput(data: bytes) -> None:
         return
     api = supported(api_key, version)
     assert api is not None
-    frame: memoryview | bytes = memoryview(bytearray(payload)) if api_key == PRODUCE_KEY else payload
+    frame: memoryview | bytes = memoryview(bytearray(payload)) if api_key == ApiKey.PRODUCE else payload
     try:
         request = decode_request(frame, request_schema(api_key, version))
     except MalformedRequestError:

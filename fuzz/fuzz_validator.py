@@ -1,6 +1,6 @@
 """Coverage-guided fuzz target (atheris): the produce-side batch validator and what consumers read back.
 
-Input: byte 0 chooses the options of `broker.log.record_batch.validate_batches` (bit 0 `compacted`,
+Input: byte 0 chooses the options of `kafka_protocol.record_batch.validate_batches` (bit 0 `compacted`,
 bit 1 `create_time`, bits 2-3 `max.message.bytes`: 1 MiB, 64 KiB, 1024, 100); the rest is one
 partition's record set as a producer sent it. Seeds (`fuzz/corpus/validator`) are valid batches of
 every codec and every catalogued bad batch (tests/support/bad_batches.py); the custom mutator mixes
@@ -28,9 +28,9 @@ import atheris
 with atheris.instrument_imports(include=["broker"]):
     import crc32c
     import pylog_native
-    from broker.errors import (CorruptRecordError, InvalidRecordError, MessageTooLargeError, RecordValidationError,
+    from kafka_protocol.errors import (CorruptRecordError, InvalidRecordError, MessageTooLargeError, RecordValidationError,
                                UnsupportedMessageFormatError)
-    from broker.log.record_batch import assign_offsets, validate_batches
+    from kafka_protocol.record_batch import assign_offsets, validate_batches
 
 ALLOWED = (CorruptRecordError, InvalidRecordError, RecordValidationError, MessageTooLargeError,
            UnsupportedMessageFormatError)
@@ -54,7 +54,7 @@ def TestOneInput(data: bytes) -> None:
     assert d["rows"] == rows, f"validated {rows} records, consumers read {d['rows']}"
     stored = bytearray(buf)
     base = 1000 + (opts >> 4)
-    assign_offsets(stored, headers, base, 1_700_000_000_000 if opts & 0x40 else None)
+    assign_offsets(stored, headers, base, 1_700_000_000_000 if opts & 0x40 else None, 0)
     d = pylog_native.decode_batches(stored, *ALL, include_headers=True, verify_crc=True)
     assert d["consumed"] == len(stored) and d["rows"] == rows, (d["consumed"], d["rows"], rows)
     offsets = memoryview(d["offset"]).cast("q").tolist()

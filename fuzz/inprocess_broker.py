@@ -27,7 +27,7 @@ from broker.context import CLIENT_HOST, BrokerContext
 from broker.fetch_sessions import FetchSessionCache
 from broker.groups.service import GroupService
 from broker.log.log_manager import LogManager
-from broker.protocol.codec import encode_response
+from kafka_protocol.codec import encode_response
 from broker.replica_manager import ReplicaManager
 from broker.server import load_cluster_id
 

@@ -29,9 +29,9 @@ from kio.serial import entity_reader, entity_writer
 from kio.serial._introspect import EntityField, EntityTupleField, PrimitiveTupleField, classify_field
 
 from broker.apis.registry import API_TABLE
-from broker.protocol.codec import request_schema
-from broker.protocol.length_guard import check_lengths
-from broker.protocol.varint import skip_tagged_fields
+from kafka_protocol.codec import request_schema
+from kafka_protocol.length_guard import check_lengths
+from kafka_protocol.varint import skip_tagged_fields
 from tests.support.bad_batches import CORRUPT, INVALID
 from tests.support.batches import encode_batch
 

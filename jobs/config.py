@@ -13,7 +13,7 @@ from pathlib import Path
 from typing import Mapping, overload
 
 from broker.config import parse_assignments, read_properties
-from broker.errors import InvalidConfigError
+from kafka_protocol.errors import InvalidConfigError
 
 DEFAULT_CONF_DIR = Path("conf/jobs")
 PROJECT_CONF_DIR = Path(__file__).resolve().parents[1] / "conf" / "jobs"

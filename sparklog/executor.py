@@ -11,7 +11,7 @@ from typing import Iterator, Optional
 
 import pyarrow as pa
 
-from broker.protocol.fetch_response import FetchedPartition
+from kafka_protocol.fetch_response import FetchedPartition
 from sparklog.fetch_reader import FetchRangeReader, prefetch
 from sparklog.partition_reader import RangeReader
 from sparklog.planner import OffsetRange, RangePartition

@@ -30,7 +30,7 @@ from typing import Iterator, Optional, Sequence
 import pyarrow as pa
 from kio.schema.errors import ErrorCode
 
-from broker.protocol.fetch_response import FetchedPartition
+from kafka_protocol.fetch_response import FetchedPartition
 from sparklog.client_pool import ClientPool
 from sparklog.errors import (
     RangeReadError,

@@ -3,7 +3,7 @@
 Owns the sockets of the native read path (and of the sink's producer, `produce_client`): connecting
 to the bootstrap servers and to partition leaders, negotiating versions with ApiVersions, Metadata
 (leaders), ListOffsets and Fetch; sending frames built elsewhere (Produce). Every
-message goes through the protocol layer's sans-I/O codecs (`broker.protocol.client_codec` and
+message goes through the protocol layer's sans-I/O codecs (`kafka_protocol.client_codec` and
 `fetch_response`), so this module only moves frames. A Fetch answer's record set is a `memoryview`
 of the received frame: no per-record object, no copy.
 
@@ -20,32 +20,27 @@ import struct
 from dataclasses import dataclass
 from typing import Any, Optional
 
-from broker.protocol.builder import build
-from broker.protocol.client_codec import (
-    DESCRIBE_LOG_DIRS,
-    FETCH,
-    INIT_PRODUCER_ID,
-    LIST_OFFSETS,
-    METADATA,
-    PRODUCE,
+from kafka_protocol import fetch_request
+from kafka_protocol.api_keys import ApiKey
+from kafka_protocol.fetch_request import FetchPartition
+from kafka_protocol.builder import build
+from kafka_protocol.client_codec import (
     ResponseError,
     decode_response,
     encode_request,
-    fetch_request,
     list_offsets_request,
     log_dirs_request,
     metadata_request,
     request_class,
     response_body_start,
 )
-from broker.protocol.fetch_response import FetchedPartition, FetchResponseError, decode_fetch_response
+from kafka_protocol.fetch_response import FetchedPartition, FetchResponseError, decode_fetch_response
 
-API_VERSIONS = 18
 # The versions this client speaks; the highest one the broker also speaks is used. Fetch stops at
 # v12, the last version that names topics (v13+ address them by topic id). DescribeLogDirs is
 # optional (only maxBytesPerTrigger needs it), and so are Produce and InitProducerId (only the sink).
-SUPPORTED = {FETCH: (4, 12), LIST_OFFSETS: (1, 7), METADATA: (4, 12), API_VERSIONS: (0, 0)}
-OPTIONAL = {DESCRIBE_LOG_DIRS: (1, 4), PRODUCE: (3, 9), INIT_PRODUCER_ID: (0, 4)}
+SUPPORTED = {ApiKey.FETCH: (4, 12), ApiKey.LIST_OFFSETS: (1, 7), ApiKey.METADATA: (4, 12), ApiKey.API_VERSIONS: (0, 0)}
+OPTIONAL = {ApiKey.DESCRIBE_LOG_DIRS: (1, 4), ApiKey.PRODUCE: (3, 9), ApiKey.INIT_PRODUCER_ID: (0, 4)}
 EARLIEST, LATEST = -2, -1
 MAX_RESPONSE_BYTES = 1 << 30
 _SIZE = struct.Struct(">i")
@@ -103,8 +98,8 @@ class BrokerConnection:
 
     def _negotiate(self) -> None:
         """Pick, per API, the highest version both sides speak (ApiVersions v0 is understood by all)."""
-        cls = request_class(API_VERSIONS, 0)
-        answer = self.call(API_VERSIONS, 0, cls())
+        cls = request_class(ApiKey.API_VERSIONS, 0)
+        answer = self.call(ApiKey.API_VERSIONS, 0, cls())
         if answer.error_code.value != NONE:
             raise KafkaClientError(f"{self.address} refused ApiVersions: {answer.error_code.name}")
         offered = {a.api_key: (a.min_version, a.max_version) for a in answer.api_keys}
@@ -179,11 +174,11 @@ class BrokerConnection:
 
     def fetch(self, body: Any) -> list[FetchedPartition]:
         """Send a Fetch request; its partitions, record sets as views of the response."""
-        version = self.versions[FETCH]
-        correlation_id = self._send(FETCH, version, body)
+        version = self.versions[ApiKey.FETCH]
+        correlation_id = self._send(ApiKey.FETCH, version, body)
         frame = self._receive()
         try:
-            start = response_body_start(frame, FETCH, version, correlation_id)
+            start = response_body_start(frame, ApiKey.FETCH, version, correlation_id)
             response = decode_fetch_response(frame[start:], version)
         except (ResponseError, FetchResponseError) as e:
             raise KafkaClientError(f"{self.address}: {e}") from None
@@ -246,9 +241,9 @@ class KafkaClient:
         """Reload the leaders of `topic`; {partition: error code} (UNKNOWN_TOPIC_OR_PARTITION for a missing topic,
         which a broker that allows it creates when `allow_auto_create`, as for Kafka's producers)."""
         conn = self._any_connection()
-        version = conn.versions[METADATA]
+        version = conn.versions[ApiKey.METADATA]
         try:
-            answer = conn.call(METADATA, version, metadata_request(version, topic, allow_auto_create))
+            answer = conn.call(ApiKey.METADATA, version, metadata_request(version, topic, allow_auto_create))
         except BrokerUnavailableError:
             self.close()
             raise
@@ -305,9 +300,10 @@ class KafkaClient:
         """One Fetch of one partition from its leader at `offset`."""
         conn = self.leader_connection(topic, partition)
         part_bytes = max_bytes or self.config.partition_max_bytes
-        request = fetch_request(conn.versions[FETCH], topic, partition, offset, part_bytes,
-                                max(self.config.fetch_max_bytes, part_bytes), self.config.fetch_max_wait_ms,
-                                self.config.read_committed)
+        request = fetch_request.for_consumer(
+            conn.versions[ApiKey.FETCH], [FetchPartition(topic, partition, offset, part_bytes)],
+            max_wait_ms=self.config.fetch_max_wait_ms, max_bytes=max(self.config.fetch_max_bytes, part_bytes),
+            read_committed=self.config.read_committed)
         try:
             partitions = conn.fetch(request)
         except BrokerUnavailableError:
@@ -334,16 +330,11 @@ class KafkaClient:
         out: dict[tuple[str, int], FetchedPartition] = {}
         for node, parts in by_leader.items():
             conn = self._connection(node)
-            topics: dict[str, list[dict[str, int]]] = {}
-            for topic, partition, offset in parts:
-                topics.setdefault(topic, []).append({
-                    "partition": partition, "current_leader_epoch": -1, "fetch_offset": offset,
-                    "last_fetched_epoch": -1, "log_start_offset": -1,
-                    "partition_max_bytes": self.config.partition_max_bytes})
-            request = build(request_class(FETCH, conn.versions[FETCH]), {
-                "replica_id": -1, "max_wait": self.config.fetch_max_wait_ms, "min_bytes": 1, "max_bytes": max_bytes,
-                "isolation_level": int(self.config.read_committed), "session_id": 0, "session_epoch": -1,
-                "rack_id": "", "topics": [{"topic": t, "partitions": ps} for t, ps in topics.items()]})
+            request = fetch_request.for_consumer(
+                conn.versions[ApiKey.FETCH],
+                [FetchPartition(t, p, o, self.config.partition_max_bytes) for t, p, o in parts],
+                max_wait_ms=self.config.fetch_max_wait_ms, max_bytes=max_bytes,
+                read_committed=self.config.read_committed)
             try:
                 answers = conn.fetch(request)
             except BrokerUnavailableError:
@@ -356,10 +347,10 @@ class KafkaClient:
     def list_offset(self, topic: str, partition: int, timestamp: int) -> int:
         """The partition's offset for `timestamp` (EARLIEST, LATEST or a time in ms) from its leader."""
         conn = self.leader_connection(topic, partition)
-        version = conn.versions[LIST_OFFSETS]
+        version = conn.versions[ApiKey.LIST_OFFSETS]
         request = list_offsets_request(version, topic, partition, timestamp, self.config.read_committed)
         try:
-            answer = conn.call(LIST_OFFSETS, version, request)
+            answer = conn.call(ApiKey.LIST_OFFSETS, version, request)
         except BrokerUnavailableError:
             self.forget_leader(topic, partition)
             raise
@@ -380,10 +371,10 @@ class KafkaClient:
         sizes: dict[int, int] = {}
         for node, parts in by_leader.items():
             conn = self._connection(node)
-            version = conn.versions.get(DESCRIBE_LOG_DIRS)
+            version = conn.versions.get(ApiKey.DESCRIBE_LOG_DIRS)
             if version is None:
                 raise KafkaClientError(f"{conn.address} does not answer DescribeLogDirs (API 35)")
-            answer = conn.call(DESCRIBE_LOG_DIRS, version, log_dirs_request(version, topic, parts))
+            answer = conn.call(ApiKey.DESCRIBE_LOG_DIRS, version, log_dirs_request(version, topic, parts))
             for result in answer.results:
                 for t in result.topics:
                     if t.name == topic:

@@ -4,14 +4,14 @@ Without a `logger` in its config, librdkafka writes raw `%3|...|FAIL|rdkafka#con
 stderr, one per retry, for as long as a broker is unreachable. Every Kafka client of the data source,
 the sinks and the offset manager is configured through `with_logger`, so those lines go to the
 `pylog.kafka` logger at WARNING and above, and a repeated condition (the same line apart from its
-numbers) is logged once a minute (broker.quiet_logging). Consumers hand their log lines over when polled.
+numbers) is logged once a minute (kafka_protocol.quiet_logging). Consumers hand their log lines over when polled.
 """
 from __future__ import annotations
 
 import logging
 from typing import Any, Mapping
 
-from broker.quiet_logging import quiet
+from kafka_protocol.quiet_logging import quiet
 
 LOGGER_NAME = "pylog.kafka"
 

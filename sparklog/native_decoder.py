@@ -114,8 +114,8 @@ def _next_batch_offset(data: bytes | memoryview, at: int | None) -> int | None:
 
 def reference_decode(data: bytes, start: int, end: int) -> list[dict[str, Any]]:
     """The oracle: the same rows as plain dicts, decoded in Python by the broker's record decoder."""
-    from broker.log.record_batch import parse_header
-    from broker.log.record_builder import decode_records, iter_batches
+    from kafka_protocol.record_batch import parse_header
+    from kafka_protocol.record_builder import decode_records, iter_batches
 
     rows = []
     for pos, size in iter_batches(data):

@@ -12,10 +12,13 @@ import json
 from dataclasses import dataclass, field
 from typing import Any, Mapping, Union
 
+# the one partition name (kafka_protocol.topic_partition), re-exported: the connectors and jobs use the offsets' names
+from kafka_protocol.topic_partition import TopicPartition as TopicPartition
+from kafka_protocol.topic_partition import format_tp as format_tp
+
 EARLIEST = -2
 LATEST = -1
 
-TopicPartition = tuple[str, int]
 PartitionOffsets = dict[TopicPartition, int]
 TopicIds = dict[str, str]   # topic name -> Kafka topic id (KIP-516), base64 as Kafka prints it
 
@@ -177,6 +180,3 @@ def from_json(text: str) -> PartitionOffsets:
     return parse_partition_offsets(text)
 
 
-def format_tp(tp: TopicPartition) -> str:
-    """Kafka's own rendering of a topic-partition: `events-3`."""
-    return f"{tp[0]}-{tp[1]}"

@@ -26,8 +26,10 @@ from typing import Any, Optional
 
 from kio.schema.errors import ErrorCode
 
-from broker.protocol.client_codec import INIT_PRODUCER_ID, PRODUCE, init_producer_id_request
-from broker.protocol.produce_codec import encode_produce_request
+from kafka_protocol.topic_partition import TopicPartition
+from kafka_protocol.api_keys import ApiKey
+from kafka_protocol.client_codec import init_producer_id_request
+from kafka_protocol.produce_codec import encode_produce_request
 from sparklog.kafka_client import BrokerUnavailableError, ClientConfig, KafkaClient, KafkaClientError, PartitionError
 
 log = logging.getLogger(__name__)
@@ -38,7 +40,6 @@ MISSING_TOPIC_GRACE_S = 2.0   # a topic just created elsewhere may take a moment
 RETRIABLE = frozenset({3, 5, 6, 7, 13, 14, 15, 16, 19, 20, 51, 56, 74, 75, 78, 89})
 NONE, DUPLICATE_SEQUENCE_NUMBER = 0, 46
 REQUEST_OVERHEAD = 512      # request header, topic names and partition entries, generously
-TopicPartition = tuple[str, int]
 
 
 def error_name(code: int) -> str:
@@ -129,11 +130,11 @@ class ProduceClient:
 
         def attempt() -> None:
             conn = self.client.any_connection()
-            version = conn.versions.get(INIT_PRODUCER_ID)
+            version = conn.versions.get(ApiKey.INIT_PRODUCER_ID)
             if version is None:
                 raise ProduceError("*", -1, f"{conn.address} does not answer InitProducerId (API 22), which an "
                                             "idempotent producer needs; set kafka.enable.idempotence=false")
-            answer = conn.call(INIT_PRODUCER_ID, version, init_producer_id_request(version, 60_000))
+            answer = conn.call(ApiKey.INIT_PRODUCER_ID, version, init_producer_id_request(version, 60_000))
             if answer.error_code.value != NONE:
                 raise PartitionError("*", -1, answer.error_code.value)
             self.producer_id, self.producer_epoch = int(answer.producer_id), int(answer.producer_epoch)
@@ -235,7 +236,7 @@ class ProduceClient:
             room -= size + 16
         try:
             conn = self.client.leader_connection(*chosen[0])
-            version = conn.versions.get(PRODUCE)
+            version = conn.versions.get(ApiKey.PRODUCE)
             if version is None:
                 raise KafkaClientError(f"{conn.address} does not answer Produce in versions 3-9")
             topics: dict[str, list[tuple[int, Any]]] = {}
@@ -248,7 +249,7 @@ class ProduceClient:
                 for tp in chosen:
                     self._delivered(tp)
                 return True
-            answer = conn.receive(PRODUCE, version, correlation_id)
+            answer = conn.receive(ApiKey.PRODUCE, version, correlation_id)
         except BrokerUnavailableError as e:
             for tp in chosen:
                 self._queues[tp][0].last_error = str(e)

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from kafka_protocol.api_keys import ApiKey
 from broker import dynamic_configs
 from broker.apis.common import error_result, field
 from broker.config import (
@@ -22,9 +23,9 @@ from broker.config import (
     render_setting,
 )
 from broker.context import BrokerContext
-from broker.errors import ErrorCode, InvalidConfigError, InvalidRequestError
-from broker.protocol.builder import build
-from broker.protocol.codec import Request, response_schema
+from kafka_protocol.errors import ErrorCode, InvalidConfigError, InvalidRequestError
+from kafka_protocol.builder import build
+from kafka_protocol.codec import Request, response_schema
 
 TOPIC, BROKER = 2, 4
 SOURCE_DYNAMIC_TOPIC = 1     # Kafka ConfigSource TOPIC_CONFIG (the broker levels: broker.config)
@@ -130,7 +131,7 @@ def handle_describe_configs(ctx: BrokerContext, req: Request) -> Any:
         except Exception as e:  # noqa: BLE001
             entry["error_code"], entry["error_message"] = error_result(e)
         results.append(entry)
-    return build(response_schema(32, req.api_version), {"throttle_time": 0, "results": results})
+    return build(response_schema(ApiKey.DESCRIBE_CONFIGS, req.api_version), {"throttle_time": 0, "results": results})
 
 
 def apply_operations(current: dict[str, str], defaults: TopicConfig, ops: Any) -> dict[str, str]:
@@ -187,7 +188,7 @@ def handle_alter_configs(ctx: BrokerContext, req: Request) -> Any:
         except Exception as e:  # noqa: BLE001
             entry["error_code"], entry["error_message"] = error_result(e)
         results.append(entry)
-    return build(response_schema(33, req.api_version), {"throttle_time": 0, "responses": results})
+    return build(response_schema(ApiKey.ALTER_CONFIGS, req.api_version), {"throttle_time": 0, "responses": results})
 
 
 def handle_incremental_alter_configs(ctx: BrokerContext, req: Request) -> Any:
@@ -211,4 +212,4 @@ def handle_incremental_alter_configs(ctx: BrokerContext, req: Request) -> Any:
         except Exception as e:  # noqa: BLE001
             entry["error_code"], entry["error_message"] = error_result(e)
         results.append(entry)
-    return build(response_schema(44, req.api_version), {"throttle_time": 0, "responses": results})
+    return build(response_schema(ApiKey.INCREMENTAL_ALTER_CONFIGS, req.api_version), {"throttle_time": 0, "responses": results})

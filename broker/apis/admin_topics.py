@@ -5,19 +5,20 @@ import asyncio
 import uuid
 from typing import Any
 
+from kafka_protocol.api_keys import ApiKey
 from broker.apis.common import error_result, field
 from broker.cluster.topic_registry import TopicInfo
 from broker.config import TOPIC_KEYS
 from broker.context import BrokerContext
-from broker.errors import (
+from kafka_protocol.errors import (
     ErrorCode,
     InvalidReplicaAssignmentError,
     InvalidRequestError,
     PolicyViolationError,
     UnknownTopicIdError,
 )
-from broker.protocol.builder import build, ms
-from broker.protocol.codec import Request, response_schema
+from kafka_protocol.builder import build, ms
+from kafka_protocol.codec import Request, response_schema
 from broker.replica_manager import MAX_PARTITIONS_PER_REQUEST, parse_config_entries
 
 UUID_ZERO = uuid.UUID(int=0)
@@ -100,7 +101,7 @@ def handle_create_topics(ctx: BrokerContext, req: Request) -> Any:
         except Exception as e:  # noqa: BLE001
             entry["error_code"], entry["error_message"] = error_result(e)
         results.append(entry)
-    response = build(response_schema(19, req.api_version), {"throttle_time": 0, "topics": results})
+    response = build(response_schema(ApiKey.CREATE_TOPICS, req.api_version), {"throttle_time": 0, "topics": results})
     created = [r["name"] for r in results if r["error_code"] == ErrorCode.none]
     if ctx.replicas.cluster is None or validate_only or not created:
         return response
@@ -141,7 +142,7 @@ def handle_delete_topics(ctx: BrokerContext, req: Request) -> Any:
         except Exception as e:  # noqa: BLE001
             entry["error_code"], entry["error_message"] = error_result(e)
         results.append(entry)
-    return build(response_schema(20, req.api_version), {"throttle_time": 0, "responses": results})
+    return build(response_schema(ApiKey.DELETE_TOPICS, req.api_version), {"throttle_time": 0, "responses": results})
 
 
 def handle_create_partitions(ctx: BrokerContext, req: Request) -> Any:
@@ -158,7 +159,7 @@ def handle_create_partitions(ctx: BrokerContext, req: Request) -> Any:
         except Exception as e:  # noqa: BLE001
             entry["error_code"], entry["error_message"] = error_result(e)
         results.append(entry)
-    return build(response_schema(37, req.api_version), {"throttle_time": 0, "results": results})
+    return build(response_schema(ApiKey.CREATE_PARTITIONS, req.api_version), {"throttle_time": 0, "results": results})
 
 
 def handle_delete_records(ctx: BrokerContext, req: Request) -> Any:
@@ -173,5 +174,5 @@ def handle_delete_records(ctx: BrokerContext, req: Request) -> Any:
                 entry["error_code"], _ = error_result(e)
             parts.append(entry)
         topics.append({"name": t.name, "partitions": parts})
-    return build(response_schema(21, req.api_version), {"throttle_time": 0, "topics": topics})
+    return build(response_schema(ApiKey.DELETE_RECORDS, req.api_version), {"throttle_time": 0, "topics": topics})
 

@@ -3,7 +3,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from broker.errors import ErrorCode, KafkaError, error_code_of
+from kafka_protocol.errors import ErrorCode, KafkaError, error_code_of
 
 
 def field(obj: Any, name: str, default: Any = None) -> Any:

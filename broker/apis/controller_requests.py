@@ -9,7 +9,7 @@ from __future__ import annotations
 from typing import Any
 
 from broker.context import BrokerContext
-from broker.protocol.codec import Request
+from kafka_protocol.codec import Request
 
 
 def _cluster(ctx: BrokerContext) -> Any:

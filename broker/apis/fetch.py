@@ -14,13 +14,13 @@ from typing import Any, Awaitable
 
 from broker.apis.common import error_result, field
 from broker.context import BrokerContext
-from broker.errors import ErrorCode, UnknownTopicOrPartitionError
+from kafka_protocol.errors import ErrorCode, UnknownTopicOrPartitionError
 from broker.fetch_sessions import FINAL_EPOCH, FetchContext, Wanted
 
 
-from broker.protocol.builder import ms
-from broker.protocol.codec import Request
-from broker.protocol.fetch_response import PartitionData, encode_fetch_response, records_length
+from kafka_protocol.builder import ms
+from kafka_protocol.codec import Request
+from kafka_protocol.fetch_response import PartitionData, encode_fetch_response, records_length
 
 
 def _context(ctx: BrokerContext, body: Any) -> FetchContext:

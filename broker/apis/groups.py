@@ -8,12 +8,13 @@ from __future__ import annotations
 
 from typing import Any
 
+from kafka_protocol.api_keys import ApiKey
 from broker.apis.common import authorized_operations, field
 from broker.context import CLIENT_HOST, BrokerContext
-from broker.errors import ErrorCode
+from kafka_protocol.errors import ErrorCode
 from broker.groups.service import GroupService
-from broker.protocol.builder import build, ms
-from broker.protocol.codec import Request, response_schema
+from kafka_protocol.builder import build, ms
+from kafka_protocol.codec import Request, response_schema
 
 KEY_TYPE_GROUP = 0
 
@@ -46,7 +47,7 @@ def handle_find_coordinator(ctx: BrokerContext, req: Request) -> Any:
                 entry.update(node_id=node, host=broker.host, port=broker.port)
         return entry
 
-    schema = response_schema(10, req.api_version)
+    schema = response_schema(ApiKey.FIND_COORDINATOR, req.api_version)
     if req.api_version >= 4:
         return build(schema, {"throttle_time": 0, "coordinators": [lookup(k) for k in body.coordinator_keys]})
     return build(schema, {"throttle_time": 0, **lookup(body.key)})
@@ -63,7 +64,7 @@ async def handle_join_group(ctx: BrokerContext, req: Request) -> Any:
     protocol_name = result.protocol_name
     if protocol_name is None and version < 7:
         protocol_name = ""
-    return build(response_schema(11, version), {
+    return build(response_schema(ApiKey.JOIN_GROUP, version), {
         "throttle_time": 0,
         "error_code": result.error,
         "generation_id": result.generation_id,
@@ -82,7 +83,7 @@ async def handle_sync_group(ctx: BrokerContext, req: Request) -> Any:
         body.group_id, body.generation_id, body.member_id, field(body, "group_instance_id", None),
         field(body, "protocol_type", None), field(body, "protocol_name", None),
         {a.member_id: bytes(a.assignment) for a in body.assignments})
-    return build(response_schema(14, req.api_version), {
+    return build(response_schema(ApiKey.SYNC_GROUP, req.api_version), {
         "throttle_time": 0, "error_code": result.error, "assignment": result.assignment,
         "protocol_type": result.protocol_type, "protocol_name": result.protocol_name,
     })
@@ -92,7 +93,7 @@ def handle_heartbeat(ctx: BrokerContext, req: Request) -> Any:
     body = req.body
     error = _groups(ctx).heartbeat(body.group_id, body.generation_id, body.member_id,
                                    field(body, "group_instance_id", None))
-    return build(response_schema(12, req.api_version), {"throttle_time": 0, "error_code": error})
+    return build(response_schema(ApiKey.HEARTBEAT, req.api_version), {"throttle_time": 0, "error_code": error})
 
 
 def handle_leave_group(ctx: BrokerContext, req: Request) -> Any:
@@ -104,7 +105,7 @@ def handle_leave_group(ctx: BrokerContext, req: Request) -> Any:
     group_error, errors = _groups(ctx).leave_group(body.group_id, leaving)
     if version < 3 and group_error == ErrorCode.none:
         group_error = errors[0]
-    return build(response_schema(13, version), {
+    return build(response_schema(ApiKey.LEAVE_GROUP, version), {
         "throttle_time": 0,
         "error_code": group_error,
         "members": [{"member_id": m, "group_instance_id": i, "error_code": e} for (m, i), e in zip(leaving, errors)],
@@ -119,7 +120,7 @@ def handle_describe_groups(ctx: BrokerContext, req: Request) -> Any:
         entry = groups.describe_group(group_id)
         entry["authorized_operations"] = operations
         described.append(entry)
-    return build(response_schema(15, req.api_version), {"throttle_time": 0, "groups": described})
+    return build(response_schema(ApiKey.DESCRIBE_GROUPS, req.api_version), {"throttle_time": 0, "groups": described})
 
 
 def handle_list_groups(ctx: BrokerContext, req: Request) -> Any:
@@ -128,11 +129,11 @@ def handle_list_groups(ctx: BrokerContext, req: Request) -> Any:
     types = {t.lower() for t in field(body, "types_filter", ()) or ()}
     if types and "classic" not in types:
         listed = []
-    return build(response_schema(16, req.api_version), {"throttle_time": 0, "error_code": ErrorCode.none,
+    return build(response_schema(ApiKey.LIST_GROUPS, req.api_version), {"throttle_time": 0, "error_code": ErrorCode.none,
                                                         "groups": listed})
 
 
 def handle_delete_groups(ctx: BrokerContext, req: Request) -> Any:
     groups = _groups(ctx)
     results = [{"group_id": g, "error_code": groups.delete_group(g)} for g in req.body.groups_names]
-    return build(response_schema(42, req.api_version), {"throttle_time": 0, "results": results})
+    return build(response_schema(ApiKey.DELETE_GROUPS, req.api_version), {"throttle_time": 0, "results": results})

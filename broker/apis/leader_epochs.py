@@ -9,11 +9,12 @@ from __future__ import annotations
 
 from typing import Any
 
+from kafka_protocol.api_keys import ApiKey
 from broker.apis.common import error_result, field
 from broker.context import BrokerContext
-from broker.errors import ErrorCode
-from broker.protocol.builder import build
-from broker.protocol.codec import Request, response_schema
+from kafka_protocol.errors import ErrorCode
+from kafka_protocol.builder import build
+from kafka_protocol.codec import Request, response_schema
 
 UNDEFINED = -1
 
@@ -41,4 +42,4 @@ def handle(ctx: BrokerContext, req: Request) -> Any:
                 entry["error_code"], _ = error_result(e)
             parts.append(entry)
         topics.append({"topic": t.topic, "partitions": parts})
-    return build(response_schema(23, req.api_version), {"throttle_time": 0, "topics": topics})
+    return build(response_schema(ApiKey.OFFSET_FOR_LEADER_EPOCH, req.api_version), {"throttle_time": 0, "topics": topics})

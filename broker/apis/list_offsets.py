@@ -3,11 +3,12 @@ from __future__ import annotations
 
 from typing import Any
 
+from kafka_protocol.api_keys import ApiKey
 from broker.apis.common import error_result, field
 from broker.context import BrokerContext
-from broker.errors import ErrorCode, InvalidRequestError
-from broker.protocol.builder import build
-from broker.protocol.codec import Request, response_schema
+from kafka_protocol.errors import ErrorCode, InvalidRequestError
+from kafka_protocol.builder import build
+from kafka_protocol.codec import Request, response_schema
 
 LATEST, EARLIEST, MAX_TIMESTAMP = -1, -2, -3
 
@@ -50,4 +51,4 @@ def handle(ctx: BrokerContext, req: Request) -> Any:
                 entry.update(timestamp=-1, offset=-1)
             parts.append(entry)
         topics.append({"name": t.name, "partitions": parts})
-    return build(response_schema(2, req.api_version), {"throttle_time": 0, "topics": topics})
+    return build(response_schema(ApiKey.LIST_OFFSETS, req.api_version), {"throttle_time": 0, "topics": topics})

@@ -10,12 +10,12 @@ from __future__ import annotations
 import shutil
 from typing import Any
 
+from kafka_protocol.api_keys import ApiKey
 from broker.context import BrokerContext
-from broker.errors import ErrorCode
-from broker.protocol.builder import build
-from broker.protocol.codec import Request, response_schema
+from kafka_protocol.errors import ErrorCode
+from kafka_protocol.builder import build
+from kafka_protocol.codec import Request, response_schema
 
-DESCRIBE_LOG_DIRS = 35
 
 
 def _partition(size: int, index: int) -> dict[str, Any]:
@@ -39,5 +39,5 @@ def handle(ctx: BrokerContext, req: Request) -> Any:
     result = {"error_code": ErrorCode.none, "log_dir": str(data_dir.resolve()), "total_bytes": usage.total,
               "usable_bytes": usage.free,
               "topics": [{"name": name, "partitions": parts} for name, parts in sorted(by_topic.items())]}
-    return build(response_schema(DESCRIBE_LOG_DIRS, req.api_version),
+    return build(response_schema(ApiKey.DESCRIBE_LOG_DIRS, req.api_version),
                  {"throttle_time": 0, "error_code": ErrorCode.none, "results": [result]})

@@ -4,14 +4,15 @@ from __future__ import annotations
 import uuid
 from typing import Any
 
+from kafka_protocol.api_keys import ApiKey
 from broker.apis.common import authorized_operations, error_result, field
 from broker.cluster.cluster_view import ClusterView
 from broker.cluster.topic_registry import TopicInfo
 from broker.context import BrokerContext
 from broker.log.constants import LEADER_EPOCH
-from broker.errors import ErrorCode, KafkaError
-from broker.protocol.builder import build
-from broker.protocol.codec import Request, response_schema
+from kafka_protocol.errors import ErrorCode, KafkaError
+from kafka_protocol.builder import build
+from kafka_protocol.codec import Request, response_schema
 
 UUID_ZERO = uuid.UUID(int=0)
 
@@ -90,7 +91,7 @@ def _cluster_metadata(ctx: BrokerContext, req: Request, view: ClusterView) -> An
                 except KafkaError as e:
                     code = error_result(e)[0]
             topics.append({"error_code": code, "name": name, "topic_id": UUID_ZERO, "partitions": []})
-    return build(response_schema(3, req.api_version), {
+    return build(response_schema(ApiKey.METADATA, req.api_version), {
         "throttle_time": 0,
         "brokers": [{"node_id": b, "host": r.host, "port": r.port, "rack": r.rack}
                     for b, r in sorted(view.brokers.items())],
@@ -142,7 +143,7 @@ def handle(ctx: BrokerContext, req: Request) -> Any:
             else:
                 topics.append(_topic_entry(ctx, info, operations))
     return build(
-        response_schema(3, req.api_version),
+        response_schema(ApiKey.METADATA, req.api_version),
         {
             "throttle_time": 0,
             "brokers": [{"node_id": ctx.node_id, "host": ctx.host, "port": ctx.port, "rack": None}],

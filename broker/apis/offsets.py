@@ -8,13 +8,14 @@ from __future__ import annotations
 import asyncio
 from typing import Any
 
+from kafka_protocol.api_keys import ApiKey
 from broker.apis.common import field
 from broker.context import BrokerContext
-from broker.errors import ErrorCode, KafkaError
+from kafka_protocol.errors import ErrorCode, KafkaError
 from broker.groups.offset_store import OFFSETS_TOPIC
 from broker.groups.service import GroupService
-from broker.protocol.builder import build
-from broker.protocol.codec import Request, response_schema
+from kafka_protocol.builder import build
+from kafka_protocol.codec import Request, response_schema
 
 
 def _groups(ctx: BrokerContext) -> GroupService:
@@ -26,7 +27,7 @@ def _commit_response(req: Request, results: dict[tuple[str, int], int]) -> Any:
     topics: dict[str, list[dict[str, Any]]] = {}
     for (topic, partition), error in results.items():
         topics.setdefault(topic, []).append({"partition_index": partition, "error_code": error})
-    return build(response_schema(8, req.api_version), {
+    return build(response_schema(ApiKey.OFFSET_COMMIT, req.api_version), {
         "throttle_time": 0,
         "topics": [{"name": name, "partitions": parts} for name, parts in topics.items()],
     })
@@ -84,7 +85,7 @@ def _fetch_group(groups: GroupService, group_id: str, topics: Any) -> list[dict[
 
 def handle_offset_fetch(ctx: BrokerContext, req: Request) -> Any:
     body, groups = req.body, _groups(ctx)
-    schema = response_schema(9, req.api_version)
+    schema = response_schema(ApiKey.OFFSET_FETCH, req.api_version)
     if req.api_version >= 8:
         return build(schema, {"throttle_time": 0, "groups": [
             {"group_id": g.group_id, "error_code": groups.coordinator_error(g.group_id),
@@ -103,7 +104,7 @@ def handle_offset_delete(ctx: BrokerContext, req: Request) -> Any:
     if error == ErrorCode.none:
         for (topic, partition), e in results.items():
             topics.setdefault(topic, []).append({"partition_index": partition, "error_code": e})
-    return build(response_schema(47, req.api_version), {
+    return build(response_schema(ApiKey.OFFSET_DELETE, req.api_version), {
         "error_code": error, "throttle_time": 0,
         "topics": [{"name": name, "partitions": parts} for name, parts in topics.items()],
     })

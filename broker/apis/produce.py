@@ -15,11 +15,11 @@ from typing import Any, Coroutine
 
 from broker.apis.common import error_result
 from broker.context import BrokerContext
-from broker.errors import DuplicateSequenceError, ErrorCode, InvalidRecordError, KafkaError, RecordValidationError
-from broker.log.record_batch import single_batch
-from broker.protocol.builder import ms
-from broker.protocol.codec import Request
-from broker.protocol.produce_codec import PartitionResult, encode_produce_response
+from kafka_protocol.errors import DuplicateSequenceError, ErrorCode, InvalidRecordError, KafkaError, RecordValidationError
+from kafka_protocol.record_batch import single_batch
+from kafka_protocol.builder import ms
+from kafka_protocol.codec import Request
+from kafka_protocol.produce_codec import PartitionResult, encode_produce_response
 
 VALID_ACKS = (0, 1, -1)
 

@@ -3,18 +3,19 @@ from __future__ import annotations
 
 from typing import Any
 
+from kafka_protocol.api_keys import ApiKey
 from broker.apis.common import field
 from broker.context import BrokerContext
-from broker.errors import ErrorCode
-from broker.protocol.builder import build
-from broker.protocol.codec import Request, response_schema
+from kafka_protocol.errors import ErrorCode
+from kafka_protocol.builder import build
+from kafka_protocol.codec import Request, response_schema
 
 MAX_EPOCH = 32767
 
 
 def handle(ctx: BrokerContext, req: Request) -> Any:
     body = req.body
-    schema = response_schema(22, req.api_version)
+    schema = response_schema(ApiKey.INIT_PRODUCER_ID, req.api_version)
     if body.transactional_id is not None:
         # Transactions are not implemented (their APIs are not advertised), so say so clearly.
         return build(schema, {"throttle_time": 0, "error_code": ErrorCode.transactional_id_authorization_failed,

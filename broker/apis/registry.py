@@ -8,60 +8,68 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any, Callable
 
+from kafka_protocol.api_keys import ApiKey
 from broker.apis import admin_configs, admin_topics, api_versions, fetch, list_offsets, metadata, produce, producer_id
 from broker.apis import controller_requests, groups, leader_epochs, log_dirs, offsets
 
 
+def _api_versions(ctx: Any, req: Any) -> Any:
+    return api_versions.handle(ctx, req, advertised(ctx.replicas.cluster is not None))
+
+
 @dataclass(frozen=True)
 class Api:
-    key: int
-    name: str
+    key: ApiKey
     min_version: int
     max_version: int
     handler: Callable[..., Any]
+
+    @property
+    def name(self) -> str:
+        return self.key.api_name
 
 
 API_TABLE: dict[int, Api] = {
     a.key: a
     for a in [
-        Api(0, "Produce", 3, 9, produce.handle),
-        Api(1, "Fetch", 4, 12, fetch.handle),
-        Api(2, "ListOffsets", 1, 7, list_offsets.handle),
-        Api(3, "Metadata", 0, 12, metadata.handle),
-        Api(8, "OffsetCommit", 2, 8, offsets.handle_offset_commit),
-        Api(9, "OffsetFetch", 1, 8, offsets.handle_offset_fetch),
-        Api(10, "FindCoordinator", 0, 4, groups.handle_find_coordinator),
-        Api(11, "JoinGroup", 0, 9, groups.handle_join_group),
-        Api(12, "Heartbeat", 0, 4, groups.handle_heartbeat),
-        Api(13, "LeaveGroup", 0, 5, groups.handle_leave_group),
-        Api(14, "SyncGroup", 0, 5, groups.handle_sync_group),
-        Api(15, "DescribeGroups", 0, 5, groups.handle_describe_groups),
-        Api(16, "ListGroups", 0, 5, groups.handle_list_groups),
-        Api(18, "ApiVersions", 0, 3, api_versions.handle),
-        Api(19, "CreateTopics", 2, 7, admin_topics.handle_create_topics),
-        Api(20, "DeleteTopics", 1, 6, admin_topics.handle_delete_topics),
-        Api(21, "DeleteRecords", 0, 2, admin_topics.handle_delete_records),
-        Api(22, "InitProducerId", 0, 4, producer_id.handle),
-        Api(23, "OffsetForLeaderEpoch", 2, 4, leader_epochs.handle),
-        Api(32, "DescribeConfigs", 1, 4, admin_configs.handle_describe_configs),
-        Api(33, "AlterConfigs", 0, 2, admin_configs.handle_alter_configs),
-        Api(35, "DescribeLogDirs", 1, 4, log_dirs.handle),
-        Api(37, "CreatePartitions", 0, 3, admin_topics.handle_create_partitions),
-        Api(42, "DeleteGroups", 0, 2, groups.handle_delete_groups),
-        Api(44, "IncrementalAlterConfigs", 0, 1, admin_configs.handle_incremental_alter_configs),
-        Api(47, "OffsetDelete", 0, 0, offsets.handle_offset_delete),
+        Api(ApiKey.PRODUCE, 3, 9, produce.handle),
+        Api(ApiKey.FETCH, 4, 12, fetch.handle),
+        Api(ApiKey.LIST_OFFSETS, 1, 7, list_offsets.handle),
+        Api(ApiKey.METADATA, 0, 12, metadata.handle),
+        Api(ApiKey.OFFSET_COMMIT, 2, 8, offsets.handle_offset_commit),
+        Api(ApiKey.OFFSET_FETCH, 1, 8, offsets.handle_offset_fetch),
+        Api(ApiKey.FIND_COORDINATOR, 0, 4, groups.handle_find_coordinator),
+        Api(ApiKey.JOIN_GROUP, 0, 9, groups.handle_join_group),
+        Api(ApiKey.HEARTBEAT, 0, 4, groups.handle_heartbeat),
+        Api(ApiKey.LEAVE_GROUP, 0, 5, groups.handle_leave_group),
+        Api(ApiKey.SYNC_GROUP, 0, 5, groups.handle_sync_group),
+        Api(ApiKey.DESCRIBE_GROUPS, 0, 5, groups.handle_describe_groups),
+        Api(ApiKey.LIST_GROUPS, 0, 5, groups.handle_list_groups),
+        Api(ApiKey.API_VERSIONS, 0, 3, _api_versions),
+        Api(ApiKey.CREATE_TOPICS, 2, 7, admin_topics.handle_create_topics),
+        Api(ApiKey.DELETE_TOPICS, 1, 6, admin_topics.handle_delete_topics),
+        Api(ApiKey.DELETE_RECORDS, 0, 2, admin_topics.handle_delete_records),
+        Api(ApiKey.INIT_PRODUCER_ID, 0, 4, producer_id.handle),
+        Api(ApiKey.OFFSET_FOR_LEADER_EPOCH, 2, 4, leader_epochs.handle),
+        Api(ApiKey.DESCRIBE_CONFIGS, 1, 4, admin_configs.handle_describe_configs),
+        Api(ApiKey.ALTER_CONFIGS, 0, 2, admin_configs.handle_alter_configs),
+        Api(ApiKey.DESCRIBE_LOG_DIRS, 1, 4, log_dirs.handle),
+        Api(ApiKey.CREATE_PARTITIONS, 0, 3, admin_topics.handle_create_partitions),
+        Api(ApiKey.DELETE_GROUPS, 0, 2, groups.handle_delete_groups),
+        Api(ApiKey.INCREMENTAL_ALTER_CONFIGS, 0, 1, admin_configs.handle_incremental_alter_configs),
+        Api(ApiKey.OFFSET_DELETE, 0, 0, offsets.handle_offset_delete),
     ]
 }
 
 
 # The ZooKeeper-mode controller's requests to brokers: served and advertised in cluster mode only, at the
-# version Kafka 3.9 sends (broker/protocol/controller_schemas.py)
+# version Kafka 3.9 sends (kafka_protocol/controller_schemas.py)
 CONTROLLER_API_TABLE: dict[int, Api] = {
     a.key: a
     for a in [
-        Api(4, "LeaderAndIsr", 7, 7, controller_requests.handle_leader_and_isr),
-        Api(5, "StopReplica", 4, 4, controller_requests.handle_stop_replica),
-        Api(6, "UpdateMetadata", 8, 8, controller_requests.handle_update_metadata),
+        Api(ApiKey.LEADER_AND_ISR, 7, 7, controller_requests.handle_leader_and_isr),
+        Api(ApiKey.STOP_REPLICA, 4, 4, controller_requests.handle_stop_replica),
+        Api(ApiKey.UPDATE_METADATA, 8, 8, controller_requests.handle_update_metadata),
     ]
 }
 
@@ -69,6 +77,12 @@ CONTROLLER_API_TABLE: dict[int, Api] = {
 def apis(cluster: bool) -> dict[int, Api]:
     """Every API this broker serves: the client APIs, and in cluster mode the controller's."""
     return {**API_TABLE, **CONTROLLER_API_TABLE} if cluster else API_TABLE
+
+
+def advertised(cluster: bool) -> api_versions.ApiKeys:
+    """The api_keys of an ApiVersions response: every API served, with its version range."""
+    return [{"api_key": a.key, "min_version": a.min_version, "max_version": a.max_version}
+            for a in sorted(apis(cluster).values(), key=lambda a: a.key)]
 
 
 def supported(api_key: int, version: int, cluster: bool = False) -> Api | None:

@@ -19,7 +19,7 @@ from __future__ import annotations
 import random
 from typing import Sequence
 
-from broker.errors import InvalidPartitionsError, InvalidReplicationFactorError
+from kafka_protocol.errors import InvalidPartitionsError, InvalidReplicationFactorError
 
 
 def assign_replicas(brokers: Sequence[int], partitions: int, replication_factor: int, *,

@@ -41,7 +41,7 @@ from broker.cluster.controller_election import ControllerElection
 from broker.cluster.membership import BrokerMembership
 from broker.cluster.zk_client import ZkClient
 from broker.cluster.zk_layout import BrokerRegistration, PartitionState, TopicAssignment
-from broker.protocol.controller_schemas import (
+from kafka_protocol.controller_schemas import (
     LeaderAndIsrRequest,
     LeaderAndIsrResponse,
     StopReplicaRequest,
@@ -49,7 +49,7 @@ from broker.protocol.controller_schemas import (
     UpdateMetadataRequest,
     UpdateMetadataResponse,
 )
-from broker.errors import (
+from kafka_protocol.errors import (
     InvalidPartitionsError,
     InvalidReplicationFactorError,
     UnknownTopicOrPartitionError,

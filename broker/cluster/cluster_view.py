@@ -29,13 +29,13 @@ from typing import Any, Callable, Mapping, TypeVar
 from kio.schema.errors import ErrorCode
 from kazoo.recipe.watchers import ChildrenWatch, DataWatch
 
+from kafka_protocol.topic_partition import TopicPartition
 from broker.cluster import zk_layout
 from broker.cluster.zk_client import ZkClient
 from broker.cluster.zk_layout import BrokerRegistration, PartitionState, TopicAssignment, ZkDataError
 
 log = logging.getLogger(__name__)
 
-TopicPartition = tuple[str, int]
 R = TypeVar("R")
 
 

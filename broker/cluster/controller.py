@@ -55,7 +55,7 @@ from broker.cluster.membership import read_live_brokers
 from broker.cluster.role_requests import ControllerStamp, PartitionInfo, leader_and_isr, stop_replica, update_metadata
 from broker.cluster.zk_client import ZkClient
 from broker.cluster.zk_layout import BrokerRegistration, PartitionState, TopicAssignment, ZkDataError
-from broker.errors import TopicAlreadyExistsError
+from kafka_protocol.errors import TopicAlreadyExistsError
 
 log = logging.getLogger(__name__)
 

@@ -30,8 +30,8 @@ from typing import Any, Callable
 
 from kio.schema.errors import ErrorCode
 
-from broker.protocol.client_codec import ResponseError, decode_response, encode_request
-from broker.quiet_logging import quiet
+from kafka_protocol.client_codec import ResponseError, decode_response, encode_request
+from kafka_protocol.quiet_logging import quiet
 
 log = logging.getLogger(__name__)
 retry_log = quiet(logging.getLogger(__name__ + ".retry"))

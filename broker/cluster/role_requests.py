@@ -34,7 +34,7 @@ from kio.static.primitive import i8, i16, i32, i64
 
 from broker.cluster.cluster_view import ClusterView, Fence, StateVersion, TopicPartition
 from broker.cluster.zk_layout import BrokerRegistration, PartitionState
-from broker.protocol.controller_schemas import (
+from kafka_protocol.controller_schemas import (
     FULL,
     INCREMENTAL,
     LEADER_DURING_DELETE,

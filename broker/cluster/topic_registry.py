@@ -16,7 +16,7 @@ from pathlib import Path
 from typing import Iterator, Mapping
 
 from broker.config import TopicConfig
-from broker.errors import (
+from kafka_protocol.errors import (
     InvalidPartitionsError,
     InvalidTopicError,
     TopicAlreadyExistsError,

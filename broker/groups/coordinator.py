@@ -17,7 +17,7 @@ import time
 import uuid
 from typing import Callable
 
-from broker.errors import ErrorCode
+from kafka_protocol.errors import ErrorCode
 from broker.groups.group import Group, GroupState
 from broker.groups.member import JoinResult, Member, SyncResult
 from broker.groups.offset_store import OffsetStore

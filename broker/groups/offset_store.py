@@ -13,6 +13,7 @@ import logging
 import time
 from dataclasses import dataclass
 
+from kafka_protocol.topic_partition import TopicPartition
 from broker.groups.records import (
     GroupKey,
     GroupValue,
@@ -27,7 +28,7 @@ from broker.groups.records import (
     offset_value,
     partition_for,
 )
-from broker.log.record_builder import Record, decode_records, encode_batch, iter_batches
+from kafka_protocol.record_builder import Record, decode_records, encode_batch, iter_batches
 from broker.replica_manager import ReplicaManager
 
 log = logging.getLogger(__name__)
@@ -35,7 +36,6 @@ log = logging.getLogger(__name__)
 OFFSETS_TOPIC = "__consumer_offsets"
 LOAD_CHUNK_BYTES = 1 << 20
 
-TopicPartition = tuple[str, int]
 
 
 @dataclass

@@ -19,7 +19,7 @@ import logging
 from typing import Any, Callable, Iterable
 
 from broker.config import BrokerConfig
-from broker.errors import ErrorCode, KafkaError, TopicAlreadyExistsError
+from kafka_protocol.errors import ErrorCode, KafkaError, TopicAlreadyExistsError
 from broker.groups.coordinator import GroupCoordinator
 from broker.groups.group import Group, GroupState
 from broker.groups.member import JoinResult, SyncResult

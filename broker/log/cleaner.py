@@ -21,12 +21,13 @@ import logging
 import os
 from dataclasses import dataclass
 from pathlib import Path
-from broker.log.constants import INDEX_SUFFIX, INT32_MAX, LOG_SUFFIX, TIME_INDEX_SUFFIX, offset_file_name
+from broker.log.constants import INDEX_SUFFIX, LOG_SUFFIX, TIME_INDEX_SUFFIX, offset_file_name
+from kafka_protocol.record_batch import INT32_MAX
 from broker.log.fileutil import fsync_dir, remove_quietly
 from broker.log.log_manager import LogManager, parse_partition_dir
 from broker.log.partition_log import PartitionLog
-from broker.log.record_batch import iter_headers
-from broker.log.record_builder import decode_records, encode_batch
+from broker.log.batch_scan import iter_headers
+from kafka_protocol.record_builder import decode_records, encode_batch
 from broker.log.segment import LogSegment
 
 log = logging.getLogger(__name__)

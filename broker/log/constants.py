@@ -1,20 +1,10 @@
 """Storage constants: file names, on-disk entry sizes and tuning knobs of broker/log, in one place.
 
 Owns: every magic number the storage layer uses (suffixes, entry sizes, read chunk sizes, the
-record batch v2 header layout sizes, the idempotent-producer window). Never holds topic settings:
-those come from `broker.config.TopicConfig`.
+idempotent-producer window). The record batch format's own constants are kafka_protocol.record_batch's;
+topic settings come from `broker.config.TopicConfig`.
 """
 from __future__ import annotations
-
-# --- Record batch v2 -------------------------------------------------------------------------
-HEADER_SIZE = 61          # bytes of the batch header; records start here
-LOG_OVERHEAD = 12         # baseOffset int64 + batchLength int32: bytes not counted by batchLength
-MIN_BATCH_LENGTH = HEADER_SIZE - LOG_OVERHEAD   # smallest legal batchLength (49)
-CRC_START = 21            # CRC32C covers bytes [21, end of batch)
-CURRENT_MAGIC = 2
-NO_PRODUCER_ID = -1
-NO_TIMESTAMP = -1
-INT32_MAX = 2**31 - 1
 
 # --- File names ------------------------------------------------------------------------------
 LOG_SUFFIX = ".log"

@@ -31,12 +31,12 @@ from pathlib import Path
 from typing import Callable, Iterator
 
 from broker.config import LONG_MAX, TopicConfig
-from broker.errors import OffsetOutOfRangeError, RecordListTooLargeError, UnexpectedAppendOffsetError
+from kafka_protocol.errors import OffsetOutOfRangeError, RecordListTooLargeError, UnexpectedAppendOffsetError
 from broker.log.constants import (
     DELETED_SUFFIX,
     HIGH_WATERMARK_FILE,
     INDEX_SUFFIX,
-    INT32_MAX,
+    LEADER_EPOCH,
     LEADER_EPOCH_FILE,
     LOG_START_OFFSET_FILE,
     LOG_SUFFIX,
@@ -44,11 +44,12 @@ from broker.log.constants import (
     TMP_SUFFIX,
     offset_file_name,
 )
+from kafka_protocol.record_batch import INT32_MAX
 from broker.log.fileutil import atomic_write, remove_quietly
 from broker.log.leader_epoch_cache import LeaderEpochCache
 from broker.log.log_segments import LogSegments
 from broker.log.producer_state import ProducerStateManager
-from broker.log.record_batch import (
+from kafka_protocol.record_batch import (
     BatchHeader,
     assign_offsets,
     check_headers,
@@ -268,7 +269,7 @@ class PartitionLog:
         buf = bytearray(records)
         log_append_time = now_ms if cfg.message_timestamp_type == "LogAppendTime" else None
         if leader_epoch is None:
-            assign_offsets(buf, headers, self.log_end_offset, log_append_time)
+            assign_offsets(buf, headers, self.log_end_offset, log_append_time, LEADER_EPOCH)
         else:
             assign_offsets(buf, headers, self.log_end_offset, log_append_time, leader_epoch)
             self.leader_epochs.assign(leader_epoch, self.log_end_offset)

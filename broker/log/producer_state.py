@@ -24,17 +24,11 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Iterable
 
-from broker.errors import DuplicateSequenceError, InvalidProducerEpochError, OutOfOrderSequenceError
-from broker.log.constants import (
-    INT32_MAX,
-    NO_PRODUCER_ID,
-    PRODUCER_BATCH_WINDOW,
-    SNAPSHOT_SUFFIX,
-    SNAPSHOTS_TO_KEEP,
-    offset_file_name,
-)
+from kafka_protocol.errors import DuplicateSequenceError, InvalidProducerEpochError, OutOfOrderSequenceError
+from broker.log.constants import PRODUCER_BATCH_WINDOW, SNAPSHOT_SUFFIX, SNAPSHOTS_TO_KEEP, offset_file_name
+from kafka_protocol.record_batch import INT32_MAX, NO_PRODUCER_ID
 from broker.log.fileutil import atomic_write, remove_quietly
-from broker.log.record_batch import BatchHeader
+from kafka_protocol.record_batch import BatchHeader
 
 log = logging.getLogger(__name__)
 

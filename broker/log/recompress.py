@@ -14,8 +14,8 @@ import struct
 import cramjam
 import crc32c
 
-from broker.log.constants import CRC_START, HEADER_SIZE
-from broker.log.record_batch import BatchHeader, decompress
+from kafka_protocol.record_batch import CRC_START, HEADER_SIZE
+from kafka_protocol.record_batch import BatchHeader, decompress
 
 CODECS = {"uncompressed": 0, "gzip": 1, "snappy": 2, "lz4": 3, "zstd": 4}
 _CODEC_BITS = 0x07

@@ -20,23 +20,11 @@ import time
 from pathlib import Path
 from typing import Iterator
 
-from broker.log.constants import (
-    DELETED_SUFFIX,
-    HEADER_SIZE,
-    INDEX_SUFFIX,
-    INT32_MAX,
-    LOG_SUFFIX,
-    TIME_INDEX_SUFFIX,
-    offset_file_name,
-)
+from broker.log.constants import DELETED_SUFFIX, INDEX_SUFFIX, LOG_SUFFIX, TIME_INDEX_SUFFIX, offset_file_name
+from kafka_protocol.record_batch import HEADER_SIZE, INT32_MAX
 from broker.log.offset_index import OffsetIndex
-from broker.log.record_batch import (
-    BatchHeader,
-    iter_headers,
-    iter_record_timestamps,
-    parse_header,
-    scan_valid_prefix,
-)
+from kafka_protocol.record_batch import BatchHeader, iter_record_timestamps, parse_header
+from broker.log.batch_scan import iter_headers, scan_valid_prefix
 from broker.log.time_index import TimeIndex
 
 log = logging.getLogger(__name__)

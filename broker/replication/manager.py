@@ -33,12 +33,13 @@ import logging
 import time
 from dataclasses import dataclass, field
 from enum import Enum
-from typing import TYPE_CHECKING, Callable
+from typing import Callable, Protocol
 
+from kafka_protocol.topic_partition import TopicPartition
 from broker.cluster.cluster_view import ClusterView, StateVersion
 from broker.cluster.zk_layout import PartitionState
 from broker.config import BrokerConfig
-from broker.errors import (
+from kafka_protocol.errors import (
     FencedLeaderEpochError,
     LeaderNotAvailableError,
     NotEnoughReplicasAfterAppendError,
@@ -49,16 +50,22 @@ from broker.errors import (
     UnknownLeaderEpochError,
     UnknownTopicOrPartitionError,
 )
+from broker.cluster.topic_registry import TopicRegistry
+from broker.log.log_manager import LogManager
 from broker.log.partition_log import PartitionLog
 from broker.replication.leader_state import LeaderState
 from broker.replication.replica_fetcher import FetcherSettings, FollowedPartition, ReplicaFetcher
 
-if TYPE_CHECKING:
-    from broker.replica_manager import ReplicaManager
-
 log = logging.getLogger(__name__)
 
-TopicPartition = tuple[str, int]
+
+class LocalReplicas(Protocol):
+    """What replication needs of the broker's local replicas (broker.replica_manager.ReplicaManager, which
+    calls replication back): the partition logs and the topic registry."""
+
+    logs: LogManager
+    registry: TopicRegistry
+
 # (partition, new state, znode version it must still have) -> the znode's new version; raises if it moved
 IsrWriter = Callable[[TopicPartition, PartitionState, int], int]
 
@@ -91,7 +98,7 @@ class ReplicaRole:
 
 
 class Replication:
-    def __init__(self, node_id: int, config: BrokerConfig, replicas: "ReplicaManager", isr_writer: IsrWriter,
+    def __init__(self, node_id: int, config: BrokerConfig, replicas: LocalReplicas, isr_writer: IsrWriter,
                  on_high_watermark: Callable[[TopicPartition], None]) -> None:
         self.node_id = node_id
         self.config = config

@@ -1,7 +1,7 @@
 """One asyncio connection from this broker to another (a follower to its leader): frames out, frames in.
 
 Owns the socket only: requests are encoded and responses decoded by the protocol layer
-(`broker.protocol.client_codec`, `fetch_response`), so a Fetch response's record sets stay views of
+(`kafka_protocol.client_codec`, `fetch_response`), so a Fetch response's record sets stay views of
 the received frame. Each response is received straight into a buffer of its own size (a
 BufferedProtocol: one copy from the kernel, where a StreamReader made three of every replicated
 byte). Requests are sent one at a time and answered in order. A refused or dropped connection, a
@@ -15,7 +15,7 @@ import itertools
 import struct
 from typing import Any
 
-from broker.protocol.client_codec import ResponseError, decode_response, encode_request, response_body_start
+from kafka_protocol.client_codec import ResponseError, decode_response, encode_request, response_body_start
 
 _SIZE = struct.Struct(">i")
 MAX_RESPONSE_BYTES = 1 << 30

@@ -30,24 +30,20 @@ import logging
 from dataclasses import dataclass, field
 from typing import Callable
 
-from broker.errors import ErrorCode, KafkaError
+from kafka_protocol.topic_partition import TopicPartition
+from kafka_protocol.api_keys import ApiKey
+from kafka_protocol.errors import ErrorCode, KafkaError
 from broker.log.partition_log import PartitionLog
-from broker.protocol.client_codec import (
-    FETCH,
-    LIST_OFFSETS,
-    OFFSET_FOR_LEADER_EPOCH,
-    list_offsets_request,
-    offsets_for_leader_epoch_request,
-    replica_fetch_request,
-)
-from broker.protocol.fetch_response import FetchResponseError, decode_fetch_response
-from broker.quiet_logging import quiet
+from kafka_protocol import fetch_request
+from kafka_protocol.client_codec import list_offsets_request, offsets_for_leader_epoch_request
+from kafka_protocol.fetch_request import FetchPartition
+from kafka_protocol.fetch_response import FetchResponseError, decode_fetch_response
+from kafka_protocol.quiet_logging import quiet
 from broker.replication.peer_connection import PeerConnection, PeerUnavailableError
 
 log = logging.getLogger(__name__)
 quiet_log = quiet(logging.getLogger(__name__ + ".repeats"))
 
-TopicPartition = tuple[str, int]
 FETCH_VERSION, OFFSET_FOR_LEADER_EPOCH_VERSION, LIST_OFFSETS_VERSION = 12, 4, 7
 RETRY_SOON_S = 0.05
 
@@ -204,7 +200,7 @@ class ReplicaFetcher:
         if not asks:
             return
         body = offsets_for_leader_epoch_request(OFFSET_FOR_LEADER_EPOCH_VERSION, self.settings.replica_id, asks)
-        resp = await self.conn.request(OFFSET_FOR_LEADER_EPOCH, OFFSET_FOR_LEADER_EPOCH_VERSION, body,
+        resp = await self.conn.request(ApiKey.OFFSET_FOR_LEADER_EPOCH, OFFSET_FOR_LEADER_EPOCH_VERSION, body,
                                        self.settings.request_timeout_ms / 1000.0)
         by_tp = {(t.topic, p.partition): p for t in resp.topics for p in t.partitions}
         for fp in pending:
@@ -238,9 +234,14 @@ class ReplicaFetcher:
         wanted = {fp.tp: (fp.log.log_end_offset, fp.leader_epoch, fp.log.log_start_offset, s.partition_max_bytes)
                   for fp in ready}
         session_id, epoch, changed, forgotten = self.session.next_request(wanted)
-        body = replica_fetch_request(FETCH_VERSION, s.replica_id, s.max_wait_ms, s.max_bytes,
-                                     [(t, p, *wanted[(t, p)]) for t, p in changed], session_id, epoch, forgotten)
-        raw = await self.conn.request_raw(FETCH, FETCH_VERSION, body,
+        parts = []
+        for t, p in changed:
+            offset, leader_epoch, log_start, max_bytes = wanted[(t, p)]
+            parts.append(FetchPartition(t, p, offset, max_bytes, leader_epoch, log_start))
+        body = fetch_request.for_replica(FETCH_VERSION, s.replica_id, parts, max_wait_ms=s.max_wait_ms,
+                                         max_bytes=s.max_bytes, session_id=session_id, session_epoch=epoch,
+                                         forgotten=forgotten)
+        raw = await self.conn.request_raw(ApiKey.FETCH, FETCH_VERSION, body,
                                           (s.request_timeout_ms + s.max_wait_ms) / 1000.0)
         try:
             resp = decode_fetch_response(raw, FETCH_VERSION)
@@ -299,7 +300,7 @@ class ReplicaFetcher:
         for which in (-2, -1):
             body = list_offsets_request(LIST_OFFSETS_VERSION, fp.topic, fp.partition, which, False,
                                         replica_id=self.settings.replica_id)
-            resp = await self.conn.request(LIST_OFFSETS, LIST_OFFSETS_VERSION, body, timeout_s)
+            resp = await self.conn.request(ApiKey.LIST_OFFSETS, LIST_OFFSETS_VERSION, body, timeout_s)
             part = resp.topics[0].partitions[0]
             if part.error_code != ErrorCode.none:
                 self._fence(fp, f"ListOffsets answered {ErrorCode(part.error_code).name}")

@@ -48,7 +48,7 @@ def warn_if_exposed(host: str) -> None:
 def run(args: argparse.Namespace) -> int:
     # imported here so that client commands do not pay for the server's imports
     from broker.allocator import keep_freed_memory
-    from broker.errors import InvalidConfigError
+    from kafka_protocol.errors import InvalidConfigError
     from broker.cluster.membership import BrokerIdInUseError
     from broker.cluster.zk_client import ZooKeeperUnavailableError
     from broker.server import DataDirLockedError, serve

@@ -19,7 +19,7 @@ from confluent_kafka import KafkaError, KafkaException
 from confluent_kafka.admin import AdminClient, ClusterMetadata, TopicMetadata
 
 from broker.config import parse_assignments
-from broker.errors import InvalidConfigError
+from kafka_protocol.errors import InvalidConfigError
 from broker.tools.errors import CliError
 
 DEFAULT_BOOTSTRAP = "localhost:9092"

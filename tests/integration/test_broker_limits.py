@@ -8,6 +8,7 @@ records are all still there.
 """
 from __future__ import annotations
 
+from kafka_protocol.api_keys import ApiKey
 import datetime
 import socket
 import struct
@@ -40,7 +41,7 @@ def _produce_request(topic: str, records: bytes) -> ProduceRequest:
 
 def _produce_offset(frame: bytes) -> int:
     """Base offset of the one partition of a Produce v9 response frame (error code must be 0)."""
-    resp, _ = entity_reader(load_response_schema(0, 9))(frame, 5)
+    resp, _ = entity_reader(load_response_schema(ApiKey.PRODUCE, 9))(frame, 5)
     part = resp.responses[0].partition_responses[0]
     assert part.error_code == ErrorCode.none, part
     return int(part.base_offset)

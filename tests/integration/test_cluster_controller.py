@@ -16,7 +16,7 @@ from broker.cluster.controller_election import ControllerElection
 from broker.cluster.membership import BrokerMembership
 from broker.cluster.zk_client import ZkClient
 from broker.cluster.zk_layout import BrokerRegistration, PartitionState, TopicAssignment
-from broker.errors import InvalidReplicationFactorError, TopicAlreadyExistsError
+from kafka_protocol.errors import InvalidReplicationFactorError, TopicAlreadyExistsError
 from tests.support.waiting import wait_for
 
 

@@ -45,7 +45,7 @@ SETTINGS = {
 _ISOLATED_PRODUCE = """
 import datetime, sys, time
 from kio.schema.produce.v9.request import PartitionProduceData, ProduceRequest, TopicProduceData
-from broker.log.record_builder import Record, encode_batch
+from kafka_protocol.record_builder import Record, encode_batch
 from tests.support.wire import WireClient
 host, port, topic, partition = sys.argv[1], int(sys.argv[2]), sys.argv[3], int(sys.argv[4])
 batch = encode_batch([Record(0, int(time.time() * 1000), b"-1", b"written while cut off")])

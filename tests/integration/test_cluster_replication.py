@@ -23,7 +23,7 @@ from broker.cluster import zk_layout
 from broker.cluster.role_requests import ControllerStamp, PartitionInfo, leader_and_isr, update_metadata
 from broker.cluster.zk_client import ZkClient
 from broker.cluster.zk_layout import BrokerRegistration, PartitionState
-from broker.log.record_builder import Record, encode_batch
+from kafka_protocol.record_builder import Record, encode_batch
 from broker.tools.local_cluster import LocalCluster
 from broker.tools.local_zookeeper import LocalZooKeeper
 from tests.support.clients import consume, unique_name

@@ -17,7 +17,7 @@ from pathlib import Path
 import pytest
 
 from broker.apis.registry import API_TABLE
-from broker.protocol.codec import decode_request, request_schema
+from kafka_protocol.codec import decode_request, request_schema
 from fuzz import live_broker
 
 REPO = Path(__file__).resolve().parents[2]

@@ -7,6 +7,7 @@ about 1 MB/s. The length guard now checks nullability for every API and version 
 """
 from __future__ import annotations
 
+from kafka_protocol.api_keys import ApiKey
 import struct
 
 import pytest
@@ -63,7 +64,7 @@ def test_a_null_topic_name_in_metadata_gets_invalid_request(pylog_broker, versio
         w.send_raw(struct.pack(">i", len(frame)) + frame)
         resp = w.read_frame()
     assert resp is not None
-    decoded, _ = entity_reader(load_response_schema(3, version))(resp, 5)
+    decoded, _ = entity_reader(load_response_schema(ApiKey.METADATA, version))(resp, 5)
     assert [t.error_code for t in decoded.topics] == [42]    # INVALID_REQUEST
     assert "Traceback" not in pylog_broker.log_text()
 

@@ -1,6 +1,6 @@
 """Test support: encode Kafka record batches v2 shaped as real clients send them, malformed ones too.
 
-Records and the batch frame come from the broker's own encoder (broker/log/record_builder.py); this
+Records and the batch frame come from the broker's own encoder (kafka_protocol/record_builder.py); this
 module adds what only tests need: compression (every codec, xerial-framed snappy too; the broker
 never compresses), the transactional and control flags, gaps between offsets, empty batches and a
 wrong magic byte. Corrupt batches beyond that are made by editing the returned bytes.
@@ -12,8 +12,8 @@ from typing import Sequence
 
 import cramjam
 
-from broker.log import record_builder
-from broker.log.record_builder import frame_batch, zigzag_varint
+from kafka_protocol import record_builder
+from kafka_protocol.record_builder import frame_batch, zigzag_varint
 
 __all__ = ["CODECS", "zigzag_varint", "encode_record", "compress", "encode_batch", "batch_of_size", "producer_batch"]
 

@@ -13,7 +13,7 @@ from typing import Any
 
 from kio.serial import entity_reader, entity_writer
 
-from broker.protocol.codec import response_schema
+from kafka_protocol.codec import response_schema
 
 
 class WireClient:

@@ -4,7 +4,7 @@ from __future__ import annotations
 import pytest
 
 from broker.config import BrokerConfig, parse_assignments
-from broker.errors import InvalidConfigError
+from kafka_protocol.errors import InvalidConfigError
 from broker.tools.client import parse_kv
 from broker.tools.errors import CliError
 from jobs.config import JobConfig, JobConfigError

@@ -11,9 +11,9 @@ from __future__ import annotations
 import pytest
 
 from broker.config import TopicConfig
-from broker.errors import CorruptRecordError, InvalidRecordError, RecordValidationError
+from kafka_protocol.errors import CorruptRecordError, InvalidRecordError, RecordValidationError
 from broker.log.partition_log import PartitionLog
-from broker.log.record_batch import parse_header, uncompressed_limit, validate_batches
+from kafka_protocol.record_batch import parse_header, uncompressed_limit, validate_batches
 from tests.support.bad_batches import CORRUPT, INVALID, raw_batch, rec
 from tests.support.batches import CODECS, compress, encode_batch, encode_record
 
@@ -89,7 +89,7 @@ def test_nothing_of_a_rejected_request_is_written(tmp_path, name: str) -> None:
 @pytest.mark.parametrize("target", ["uncompressed", "gzip", "snappy", "lz4", "zstd"])
 @pytest.mark.parametrize("sent", sorted(CODECS))
 def test_a_topic_codec_other_than_producer_recompresses_on_append(tmp_path, sent: str, target: str) -> None:
-    from broker.log.record_builder import decode_records
+    from kafka_protocol.record_builder import decode_records
     plog = PartitionLog(tmp_path / "t-0", "t", 0, TopicConfig.default(compression_type=target), recover=False)
     values = [b"value-%d" % i * 20 for i in range(30)]
     plog.append(encode_batch(values, keys=[b"k%d" % i for i in range(30)], codec=sent,

@@ -13,7 +13,7 @@ from broker.cluster import zk_layout
 from broker.cluster.assignment import assign_replicas
 from broker.cluster.leader_election import NO_LEADER, initial_state, next_state, offline_leader, on_brokers_changed
 from broker.cluster.zk_layout import BrokerRegistration, PartitionState, TopicAssignment, ZkDataError
-from broker.errors import InvalidPartitionsError, InvalidReplicationFactorError
+from kafka_protocol.errors import InvalidPartitionsError, InvalidReplicationFactorError
 
 
 def test_kafka_assignment_matches_kafkas_own_expected_table():

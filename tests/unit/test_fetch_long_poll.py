@@ -16,8 +16,8 @@ from broker.cluster.topic_registry import TopicRegistry
 from broker.config import BrokerConfig
 from broker.context import BrokerContext
 from broker.log.log_manager import LogManager
-from broker.log.record_builder import Record, encode_batch
-from broker.protocol.codec import Request
+from kafka_protocol.record_builder import Record, encode_batch
+from kafka_protocol.codec import Request
 from broker.replica_manager import ReplicaManager
 
 

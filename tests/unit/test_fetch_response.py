@@ -1,5 +1,5 @@
-"""The hand-written Fetch response codec (broker.protocol.fetch_response) and the client's side of the
-wire (broker.protocol.client_codec), tested by feeding bytes.
+"""The hand-written Fetch response codec (kafka_protocol.fetch_response) and the client's side of the
+wire (kafka_protocol.client_codec), tested by feeding bytes.
 
 Round trips at every Fetch version the codec covers (v4-v12) with kio as an independent oracle both
 ways: kio reads what `encode_fetch_response` writes, and `decode_fetch_response` reads what kio
@@ -25,26 +25,27 @@ from kio.index import load_response_schema
 from kio.schema.errors import ErrorCode
 from kio.serial import entity_reader, entity_writer
 
-from broker.protocol.client_codec import (
+from kafka_protocol import fetch_request
+from kafka_protocol.api_keys import ApiKey
+from kafka_protocol.fetch_request import FetchPartition
+from kafka_protocol.client_codec import (
     ResponseError,
     encode_request,
-    fetch_request,
     list_offsets_request,
     log_dirs_request,
     metadata_request,
     response_body_start,
 )
-from broker.protocol.codec import decode_request, request_schema
-from broker.protocol.fetch_response import (
+from kafka_protocol.codec import decode_request, request_schema
+from kafka_protocol.fetch_response import (
     FetchResponseError,
     PartitionData,
     decode_fetch_response,
     encode_fetch_response,
 )
-from broker.protocol.varint import write_uvarint
+from kafka_protocol.varint import write_uvarint
 
 VERSIONS = range(4, 13)
-FETCH = 1
 RECORDS = bytes(range(256)) * 3
 
 
@@ -77,7 +78,7 @@ def _frame(version: int, correlation_id: int = 99, **kw) -> bytes:
 def _body(version: int, **kw) -> bytes:
     """The response body (after size prefix and response header) of the standard topics."""
     frame = memoryview(_frame(version, **kw))[4:]
-    return bytes(frame[response_body_start(frame, FETCH, version, 99):])
+    return bytes(frame[response_body_start(frame, ApiKey.FETCH, version, 99):])
 
 
 def _expected(version: int) -> list[tuple]:
@@ -101,7 +102,7 @@ def _as_tuples(partitions) -> list[tuple]:
 def test_every_field_survives_a_round_trip(version):
     frame = memoryview(_frame(version, correlation_id=-5, throttle_time_ms=250, error_code=0,
                               session_id=123456))[4:]
-    start = response_body_start(frame, FETCH, version, -5)
+    start = response_body_start(frame, ApiKey.FETCH, version, -5)
     assert start == (5 if version >= 12 else 4)   # response header v1 (tagged fields) from v12
     got = decode_fetch_response(frame[start:], version)
     assert got.throttle_time_ms == 250
@@ -124,13 +125,13 @@ def test_a_response_without_topics_round_trips(version):
     chunks = encode_fetch_response(version, 1, [], throttle_time_ms=7)
     assert len(chunks) == 2   # size prefix, then everything
     frame = memoryview(b"".join(chunks))[4:]
-    got = decode_fetch_response(frame[response_body_start(frame, FETCH, version, 1):], version)
+    got = decode_fetch_response(frame[response_body_start(frame, ApiKey.FETCH, version, 1):], version)
     assert got.partitions == [] and got.throttle_time_ms == 7
 
 
 @pytest.mark.parametrize("version", VERSIONS)
 def test_kio_reads_what_the_encoder_writes(version):
-    schema = load_response_schema(FETCH, version)
+    schema = load_response_schema(ApiKey.FETCH, version)
     body = _body(version, throttle_time_ms=31, error_code=0, session_id=77)
     resp, size = entity_reader(schema)(body, 0)
     assert size == len(body)
@@ -153,7 +154,7 @@ def test_kio_reads_what_the_encoder_writes(version):
 
 def _kio_response(version: int, aborted: tuple | None, records: bytes | None, tagged: bool = False):
     """A kio FetchResponse entity of `version`: two topics, the first partition with `aborted` transactions."""
-    cls = load_response_schema(FETCH, version)
+    cls = load_response_schema(ApiKey.FETCH, version)
     mod = sys.modules[cls.__module__]
     txns = None if aborted is None else tuple(make(mod.AbortedTransaction, producer_id=pid, first_offset=first)
                                               for pid, first in aborted)
@@ -211,7 +212,7 @@ def test_v12_tagged_fields_written_by_kio_are_skipped(records):
 def test_records_are_views_of_the_received_buffer_not_copies(version):
     frame = bytearray(_frame(version))
     view = memoryview(frame)[4:]
-    got = decode_fetch_response(view[response_body_start(view, FETCH, version, 99):], version)
+    got = decode_fetch_response(view[response_body_start(view, ApiKey.FETCH, version, 99):], version)
     records = got.partitions[0].records
     assert records is not None and bytes(records) == RECORDS
     assert records.obj is frame
@@ -339,18 +340,18 @@ def test_versions_outside_4_to_12_are_refused(version):
 def test_response_body_start_checks_the_correlation_id_and_the_header():
     frame = memoryview(_frame(11, correlation_id=41))[4:]
     with pytest.raises(ResponseError, match="correlation id 41 .* waiting for 42"):
-        response_body_start(frame, FETCH, 11, 42)
-    assert response_body_start(frame, FETCH, 11, 41) == 4
+        response_body_start(frame, ApiKey.FETCH, 11, 42)
+    assert response_body_start(frame, ApiKey.FETCH, 11, 41) == 4
     with pytest.raises(ResponseError, match="no header"):
-        response_body_start(frame[:3], FETCH, 11, 41)
+        response_body_start(frame[:3], ApiKey.FETCH, 11, 41)
     frame12 = memoryview(_frame(12, correlation_id=41))[4:]
     with pytest.raises(ResponseError):
-        response_body_start(frame12, FETCH, 12, 40)
+        response_body_start(frame12, ApiKey.FETCH, 12, 40)
     # a v1 header with one tagged field (tag 0, 2 bytes) is skipped; a truncated one is an error
     tagged = struct.pack(">i", 41) + b"\x01\x00\x02ab" + b"body"
-    assert response_body_start(memoryview(tagged), FETCH, 12, 41) == 9
+    assert response_body_start(memoryview(tagged), ApiKey.FETCH, 12, 41) == 9
     with pytest.raises(ResponseError, match="malformed response header"):
-        response_body_start(memoryview(tagged[:7]), FETCH, 12, 41)
+        response_body_start(memoryview(tagged[:7]), ApiKey.FETCH, 12, 41)
     # ApiVersions keeps response header v0 even at flexible versions
     assert response_body_start(memoryview(struct.pack(">i", 41) + b"\x00\x00"), 18, 3, 41) == 4
 
@@ -373,9 +374,10 @@ def _decode_frame(frame: bytes, api_key: int, version: int):
 
 @pytest.mark.parametrize("version", VERSIONS)
 def test_a_fetch_request_reaches_the_broker_intact(version):
-    body = fetch_request(version, "events", 3, 2**40 + 5, 1_048_576, 52_428_800, 500, read_committed=True)
-    req = _decode_frame(encode_request(FETCH, version, 12345, "spark-ü", body), FETCH, version)
-    assert (req.api_key, req.api_version, req.correlation_id, req.client_id) == (FETCH, version, 12345, "spark-ü")
+    body = fetch_request.for_consumer(version, [FetchPartition("events", 3, 2**40 + 5, 1_048_576)], max_wait_ms=500,
+                                      max_bytes=52_428_800, read_committed=True)
+    req = _decode_frame(encode_request(ApiKey.FETCH, version, 12345, "spark-ü", body), ApiKey.FETCH, version)
+    assert (req.api_key, req.api_version, req.correlation_id, req.client_id) == (ApiKey.FETCH, version, 12345, "spark-ü")
     (topic,) = req.body.topics
     (part,) = topic.partitions
     assert topic.topic == "events"
@@ -410,3 +412,16 @@ def test_a_describe_log_dirs_request_reaches_the_broker_intact(version):
     req = _decode_frame(encode_request(35, version, 9, "pylog", body), 35, version)
     (topic,) = req.body.topics
     assert (topic.topic, list(topic.partitions)) == ("events", [0, 2])
+
+
+def test_a_replica_fetch_carries_its_broker_id_session_epochs_and_forgotten_partitions():
+    parts = [FetchPartition("events", 0, 500, 1_048_576, current_leader_epoch=7, log_start_offset=100),
+             FetchPartition("events", 2, 40, 1_048_576, current_leader_epoch=7, log_start_offset=0)]
+    body = fetch_request.for_replica(12, 3, parts, max_wait_ms=500, max_bytes=10_485_760, session_id=77,
+                                     session_epoch=4, forgotten=[("old", 1)])
+    req = _decode_frame(encode_request(ApiKey.FETCH, 12, 9, "broker-3", body), ApiKey.FETCH, 12)
+    assert (req.body.replica_id, req.body.session_id, req.body.session_epoch, req.body.isolation_level) == (3, 77, 4, 0)
+    (topic,) = req.body.topics
+    assert [(p.partition, p.fetch_offset, p.current_leader_epoch, p.log_start_offset) for p in topic.partitions] == \
+        [(0, 500, 7, 100), (2, 40, 7, 0)]
+    assert [(t.topic, list(t.partitions)) for t in req.body.forgotten_topics_data] == [("old", [1])]

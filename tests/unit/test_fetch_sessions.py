@@ -1,7 +1,7 @@
 """KIP-227 fetch sessions: the cache's epoch rules, limits and what an incremental response keeps."""
 from __future__ import annotations
 
-from broker.errors import ErrorCode
+from kafka_protocol.errors import ErrorCode
 from broker.fetch_sessions import FetchSessionCache, Wanted
 
 A, B = ("t", 0), ("t", 1)

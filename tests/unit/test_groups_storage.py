@@ -27,9 +27,9 @@ from broker.groups.records import (
 from broker.log.cleaner import LogCleaner
 from broker.log.log_manager import LogManager
 from broker.log.partition_log import PartitionLog
-from broker.errors import InvalidRecordError, RecordValidationError
-from broker.log.record_batch import validate_batches
-from broker.log.record_builder import Record, decode_records, encode_batch, iter_batches
+from kafka_protocol.errors import InvalidRecordError, RecordValidationError
+from kafka_protocol.record_batch import validate_batches
+from kafka_protocol.record_builder import Record, decode_records, encode_batch, iter_batches
 
 
 def test_group_partition_matches_kafkas_java_hash() -> None:

@@ -1,7 +1,7 @@
 """librdkafka's log lines go through logging, a repeated condition once per interval (sparklog.kafka_log)."""
 import logging
 
-from broker.quiet_logging import OncePerInterval
+from kafka_protocol.quiet_logging import OncePerInterval
 
 
 def _record(msg: str) -> logging.LogRecord:

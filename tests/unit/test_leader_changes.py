@@ -12,8 +12,8 @@ from typing import Any
 import pytest
 from confluent_kafka import KafkaError
 
-from broker.log.record_builder import Record, encode_batch
-from broker.protocol.fetch_response import FetchedPartition
+from kafka_protocol.record_builder import Record, encode_batch
+from kafka_protocol.fetch_response import FetchedPartition
 from sparklog import fetch_reader
 from sparklog.errors import DataLossError
 from sparklog.kafka_client import BrokerUnavailableError, ClientConfig, KafkaClient, PartitionLeader

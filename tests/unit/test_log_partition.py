@@ -8,7 +8,7 @@ import pytest
 
 from tests.support.batches import CODECS, batch_of_size, encode_batch
 from broker.config import TopicConfig
-from broker.errors import (
+from kafka_protocol.errors import (
     CorruptRecordError,
     InvalidRecordError,
     MessageTooLargeError,
@@ -17,7 +17,8 @@ from broker.errors import (
     UnsupportedMessageFormatError,
 )
 from broker.log import FetchSlice, PartitionLog
-from broker.log.record_batch import iter_headers, parse_header
+from kafka_protocol.record_batch import parse_header
+from broker.log.batch_scan import iter_headers
 
 NOW_MS = 1_700_000_000_000
 

@@ -7,10 +7,10 @@ import pytest
 
 from tests.support.batches import encode_batch, producer_batch
 from broker.config import TopicConfig
-from broker.errors import DuplicateSequenceError, InvalidProducerEpochError, OutOfOrderSequenceError
+from kafka_protocol.errors import DuplicateSequenceError, InvalidProducerEpochError, OutOfOrderSequenceError
 from broker.log import PartitionLog
 from broker.log.producer_state import ProducerStateManager
-from broker.log.record_batch import parse_header
+from kafka_protocol.record_batch import parse_header
 
 PID = 4242
 NOW_MS = 1_700_000_000_000

@@ -10,7 +10,7 @@ from hypothesis import strategies as st
 from tests.support.batches import batch_of_size, encode_batch
 from broker.config import TopicConfig
 from broker.log import PartitionLog
-from broker.log.record_batch import parse_header
+from kafka_protocol.record_batch import parse_header
 
 SEG0 = "00000000000000000000"
 

@@ -9,14 +9,14 @@ import pytest
 
 from tests.support.batches import encode_batch, producer_batch
 from broker.config import TopicConfig
-from broker.errors import (
+from kafka_protocol.errors import (
     CorruptRecordError,
     DuplicateSequenceError,
     OffsetOutOfRangeError,
     UnexpectedAppendOffsetError,
 )
 from broker.log import FetchSlice, PartitionLog
-from broker.log.record_batch import check_headers, parse_header
+from kafka_protocol.record_batch import check_headers, parse_header
 
 NOW_MS = 1_700_000_000_000
 PID = 4242

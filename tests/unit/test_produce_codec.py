@@ -12,10 +12,11 @@ from hypothesis import strategies as st
 from kio.schema.errors import ErrorCode
 from kio.serial import entity_reader, entity_writer
 
-from broker.protocol.builder import build
-from broker.protocol.codec import MalformedRequestError, decode_request, request_schema
-from broker.protocol.varint import VarintError
-from broker.protocol.produce_codec import (
+from kafka_protocol.api_keys import ApiKey
+from kafka_protocol.builder import build
+from kafka_protocol.codec import MalformedRequestError, decode_request, request_schema
+from kafka_protocol.varint import VarintError
+from kafka_protocol.produce_codec import (
     PartitionResult,
     ProduceDecodeError,
     decode_produce,
@@ -142,9 +143,9 @@ def test_truncated_or_garbled_requests_fail_cleanly_where_kio_fails(version, dat
 def test_decode_request_uses_the_produce_codec_and_keeps_the_header():
     body = _kio_request_body(9, None, -1, 30_000, [("t", [(0, b"batch")])])
     frame = struct.pack(">hhih", 0, 9, 5, 2) + b"me" + b"\x00" + body
-    req = decode_request(memoryview(frame), request_schema(0, 9))
+    req = decode_request(memoryview(frame), request_schema(ApiKey.PRODUCE, 9))
     assert (req.api_key, req.api_version, req.correlation_id, req.client_id) == (0, 9, 5, "me")
     assert bytes(req.body.topic_data[0].partition_data[0].records) == b"batch"
     with pytest.raises(MalformedRequestError) as e:
-        decode_request(frame[:-3], request_schema(0, 9))
+        decode_request(frame[:-3], request_schema(ApiKey.PRODUCE, 9))
     assert e.value.correlation_id == 5

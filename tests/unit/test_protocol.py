@@ -14,8 +14,9 @@ from kio.schema.metadata.v12.request import MetadataRequest, MetadataRequestTopi
 from kio.schema.produce.v9.response import ProduceResponse
 from kio.serial import entity_reader, entity_writer
 
-from broker.protocol.builder import build, ms
-from broker.protocol.codec import (
+from kafka_protocol.api_keys import ApiKey
+from kafka_protocol.builder import build, ms
+from kafka_protocol.codec import (
     MalformedRequestError,
     decode_request,
     encode_response,
@@ -23,8 +24,8 @@ from broker.protocol.codec import (
     request_schema,
     response_header,
 )
-from broker.protocol.fetch_response import PartitionData, encode_fetch_response
-from broker.protocol.framing import FrameError, FrameReceiver, RequestMemoryPool, encode_frame
+from kafka_protocol.fetch_response import PartitionData, encode_fetch_response
+from kafka_protocol.framing import FrameError, FrameReceiver, RequestMemoryPool, encode_frame
 
 
 def _request_frame(body, correlation_id=42, client_id="me") -> bytes:
@@ -108,7 +109,7 @@ def test_a_flexible_request_decodes_with_header_v2():
                            include_topic_authorized_operations=False)
     frame = _request_frame(body)
     assert peek_header(frame) == (3, 12, 42)
-    req = decode_request(frame, request_schema(3, 12))
+    req = decode_request(frame, request_schema(ApiKey.METADATA, 12))
     assert req.client_id == "me" and req.correlation_id == 42
     assert req.body.topics[0].name == "t"
 
@@ -117,13 +118,13 @@ def test_null_client_id_is_accepted():
     body = MetadataRequest(topics=None, allow_auto_topic_creation=False, include_topic_authorized_operations=False)
     frame = bytearray(_request_frame(body, client_id=""))
     frame[8:10] = struct.pack(">h", -1)
-    assert decode_request(bytes(frame), request_schema(3, 12)).client_id is None
+    assert decode_request(bytes(frame), request_schema(ApiKey.METADATA, 12)).client_id is None
 
 
 def test_garbage_bodies_are_malformed_with_the_correlation_id():
     frame = struct.pack(">hhih", 3, 12, 77, 0) + b"\x00\xff\xff\xff\xff\xff"
     with pytest.raises(MalformedRequestError) as e:
-        decode_request(frame, request_schema(3, 12))
+        decode_request(frame, request_schema(ApiKey.METADATA, 12))
     assert e.value.correlation_id == 77
 
 
@@ -190,11 +191,11 @@ def test_an_absurd_array_length_is_malformed_not_a_crash():
     # Metadata v12 (flexible): topics is a compact array; claim 2**31 topics in a 10-byte body
     frame = struct.pack(">hhih", 3, 12, 5, 0) + b"\x00" + b"\xff\xff\xff\xff\x07" + b"\x00" * 5
     with pytest.raises(MalformedRequestError, match="cannot fit"):
-        decode_request(frame, request_schema(3, 12))
+        decode_request(frame, request_schema(ApiKey.METADATA, 12))
     # a non-flexible int32 array length (ListOffsets v1 topics)
     frame = struct.pack(">hhih", 2, 1, 6, 0) + struct.pack(">ii", -1, 2**31 - 1)
     with pytest.raises(MalformedRequestError):
-        decode_request(frame, request_schema(2, 1))
+        decode_request(frame, request_schema(ApiKey.LIST_OFFSETS, 1))
 
 
 @pytest.mark.parametrize("api_key,version", [(3, v) for v in range(0, 13)] + [(1, v) for v in range(4, 13)]
@@ -203,7 +204,7 @@ def test_the_length_guard_accepts_every_valid_request_kio_writes(api_key, versio
     from hypothesis import HealthCheck, given, settings
     from hypothesis import strategies as st
 
-    from broker.protocol.length_guard import check_lengths
+    from kafka_protocol.length_guard import check_lengths
 
     schema = request_schema(api_key, version)
 

@@ -8,22 +8,21 @@ import crc32c
 import pytest
 
 from tests.support.batches import CODECS, batch_of_size, encode_batch
-from broker.errors import (
+from kafka_protocol.errors import (
     CorruptRecordError,
     InvalidRecordError,
     MessageTooLargeError,
     UnsupportedMessageFormatError,
 )
-from broker.log.record_batch import (
+from kafka_protocol.record_batch import (
     HEADER_SIZE,
     LOG_OVERHEAD,
     assign_offsets,
-    iter_headers,
     iter_record_timestamps,
     parse_header,
-    scan_valid_prefix,
     validate_batches,
 )
+from broker.log.batch_scan import iter_headers, scan_valid_prefix
 
 MAX = 1_000_000
 
@@ -124,7 +123,7 @@ def test_assign_offsets_makes_offsets_consecutive_across_batches():
     a, b = encode_batch([b"x"] * 3), encode_batch([b"y"] * 2)
     buf = bytearray(a + b)
     headers = validate_batches(buf, MAX)
-    assign_offsets(buf, headers, 100, None)
+    assign_offsets(buf, headers, 100, None, 0)
     assert [h.base_offset for h in headers] == [100, 103]
     assert [parse_header(buf, h.position).base_offset for h in headers] == [100, 103]
     validate_batches(buf, MAX)   # CRC does not cover the base offset
@@ -133,7 +132,7 @@ def test_assign_offsets_makes_offsets_consecutive_across_batches():
 def test_log_append_time_rewrites_type_and_max_timestamp_and_keeps_the_crc_valid():
     buf = bytearray(encode_batch([b"x", b"y"], timestamps=[5, 6], codec="lz4"))
     headers = validate_batches(buf, MAX)
-    assign_offsets(buf, headers, 7, 123456)
+    assign_offsets(buf, headers, 7, 123456, 0)
     h = validate_batches(buf, MAX, create_time=False)[0]   # stored as a LogAppendTime topic keeps it
     assert (h.timestamp_type, h.max_timestamp, h.base_timestamp) == (1, 123456, 5)
     assert list(iter_record_timestamps(buf)) == [(7, 123456), (8, 123456)]
@@ -145,7 +144,7 @@ def test_record_timestamps_are_decoded_per_record_for_each_codec(codec):
     b = encode_batch([b"value-%d" % i * 50 for i in range(5)], timestamps=ts, keys=[b"k"] * 5,
                      codec=codec, record_headers=[(b"h", b"v"), (b"n", None)])
     buf = bytearray(b)
-    assign_offsets(buf, validate_batches(buf, MAX), 40, None)
+    assign_offsets(buf, validate_batches(buf, MAX), 40, None, 0)
     assert list(iter_record_timestamps(buf)) == [(40 + i, t) for i, t in enumerate(ts)]
 
 
@@ -164,7 +163,7 @@ def _file_with(tmp_path, data: bytes) -> int:
 
 def _log_bytes(n: int, values_per_batch: int = 2) -> bytes:
     buf = bytearray(b"".join(encode_batch([b"v" * 30] * values_per_batch) for _ in range(n)))
-    assign_offsets(buf, validate_batches(buf, MAX), 0, None)
+    assign_offsets(buf, validate_batches(buf, MAX), 0, None, 0)
     return bytes(buf)
 
 

@@ -16,8 +16,8 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from broker.log.record_batch import HEADER_SIZE, parse_header, validate_batches
-from broker.log.record_builder import decode_records
+from kafka_protocol.record_batch import HEADER_SIZE, parse_header, validate_batches
+from kafka_protocol.record_builder import decode_records
 from sparklog.record_encoder import CODECS, BatchSettings, Columns, EncodeError, Partitioner, encode
 
 HEADER_TYPE = pa.list_(pa.struct([("key", pa.string()), ("value", pa.binary())]))

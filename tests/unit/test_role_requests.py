@@ -23,8 +23,8 @@ from broker.cluster.role_requests import (
     update_metadata,
 )
 from broker.cluster.zk_layout import BrokerRegistration, PartitionState
-from broker.protocol.client_codec import encode_request
-from broker.protocol.codec import decode_request, request_schema
+from kafka_protocol.client_codec import encode_request
+from kafka_protocol.codec import decode_request, request_schema
 
 TOPIC_ID = uuid.UUID("6f1b7c3e-2a4d-4c1e-9a0b-0f5e6d7c8b9a")
 BROKERS = {b: BrokerRegistration(b, "127.0.0.1", 9000 + b) for b in (0, 1, 2)}

@@ -17,16 +17,15 @@ from kio.index import KioIndexError, load_request_schema, load_response_schema
 from kio.serial import entity_reader, entity_writer
 from kio.serial.errors import DecodeError
 
-from broker.protocol.controller_schemas import SCHEMAS as CONTROLLER_SCHEMAS
-from broker.protocol.length_guard import LengthError, check_lengths
-from broker.protocol.produce_codec import ProduceDecodeError, decode_produce
-from broker.protocol.varint import skip_tagged_fields
+from kafka_protocol.api_keys import ApiKey
+from kafka_protocol.controller_schemas import SCHEMAS as CONTROLLER_SCHEMAS
+from kafka_protocol.length_guard import LengthError, check_lengths
+from kafka_protocol.produce_codec import ProduceDecodeError, decode_produce
+from kafka_protocol.varint import skip_tagged_fields
 
 HEADER_FIXED = struct.Struct(">hhi")
 INT16 = struct.Struct(">h")
 INT32 = struct.Struct(">i")
-PRODUCE_KEY = 0
-API_VERSIONS_KEY = 18
 
 
 class MalformedRequestError(Exception):
@@ -101,7 +100,7 @@ def decode_request(frame: bytes | memoryview, schema: type) -> Request:
                 raise MalformedRequestError("client id runs past the end of the request", correlation_id)
         if getattr(schema, "__flexible__"):
             pos = skip_tagged_fields(frame, pos)
-        if api_key == PRODUCE_KEY:
+        if api_key == ApiKey.PRODUCE:
             body, end = decode_produce(frame, pos, api_version)
             size = end - pos
         else:
@@ -122,7 +121,7 @@ def decode_request(frame: bytes | memoryview, schema: type) -> Request:
 
 def response_header(api_key: int, correlation_id: int, flexible: bool) -> bytes:
     """Response header v0, or v1 (with empty tagged fields) for flexible versions except ApiVersions."""
-    if flexible and api_key != API_VERSIONS_KEY:
+    if flexible and api_key != ApiKey.API_VERSIONS:
         return INT32.pack(correlation_id) + b"\x00"
     return INT32.pack(correlation_id)
 
@@ -145,7 +144,7 @@ def preload_schemas(versions: Iterable[tuple[int, int]]) -> int:
     count = 0
     for api_key, version in versions:
         schema = request_schema(api_key, version)
-        if schema is not None and api_key != PRODUCE_KEY:
+        if schema is not None and api_key != ApiKey.PRODUCE:
             entity_decoder(schema)
             count += 1
         try:

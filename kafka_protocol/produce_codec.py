@@ -19,7 +19,8 @@ import struct
 from functools import lru_cache
 from typing import Sequence
 
-from broker.protocol.varint import read_uvarint, skip_tagged_fields, write_uvarint
+from kafka_protocol.api_keys import ApiKey
+from kafka_protocol.varint import read_uvarint, skip_tagged_fields, write_uvarint
 
 _I16 = struct.Struct(">h")
 _I32 = struct.Struct(">i")
@@ -30,7 +31,6 @@ _HEADER_V0 = struct.Struct(">ii")           # size, correlation id
 _INDEX_AND_SIZE = struct.Struct(">ii")      # partition index, records length
 _HEADER_V1 = struct.Struct(">iib")          # size, correlation id, empty tagged fields
 _REQUEST_HEADER = struct.Struct(">ihhi")    # size, api key, api version, correlation id
-PRODUCE_KEY = 0
 
 MIN_VERSION = 3
 MAX_VERSION = 9
@@ -296,7 +296,7 @@ def encode_produce_request(version: int, correlation_id: int, client_id: str, ac
     as pieces to send in order: the record sets are passed through, never copied."""
     flexible = version >= FLEXIBLE_VERSION
     raw_id = client_id.encode()
-    head = bytearray(_REQUEST_HEADER.pack(0, PRODUCE_KEY, version, correlation_id))   # size filled in below
+    head = bytearray(_REQUEST_HEADER.pack(0, ApiKey.PRODUCE, version, correlation_id))   # size filled in below
     head += _I16.pack(len(raw_id)) + raw_id
     if flexible:
         head += b"\x00"                          # request header v2: no tagged fields

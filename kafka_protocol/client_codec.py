@@ -16,10 +16,11 @@ from typing import Any
 
 from kio.serial.errors import DecodeError
 
-from broker.protocol.builder import build
-from broker.protocol.codec import API_VERSIONS_KEY, entity_decoder, entity_encoder, request_schema, response_schema
-from broker.protocol.length_guard import LengthError, check_lengths
-from broker.protocol.varint import VarintError, skip_tagged_fields
+from kafka_protocol.api_keys import ApiKey
+from kafka_protocol.builder import build
+from kafka_protocol.codec import entity_decoder, entity_encoder, request_schema, response_schema
+from kafka_protocol.length_guard import LengthError, check_lengths
+from kafka_protocol.varint import VarintError, skip_tagged_fields
 
 _I16 = struct.Struct(">h")
 _I32 = struct.Struct(">i")
@@ -37,40 +38,6 @@ def request_class(api_key: int, version: int) -> type:
     return cls
 
 
-PRODUCE, FETCH, LIST_OFFSETS, METADATA, INIT_PRODUCER_ID, DESCRIBE_LOG_DIRS = 0, 1, 2, 3, 22, 35
-OFFSET_FOR_LEADER_EPOCH = 23
-
-
-def fetch_request(version: int, topic: str, partition: int, offset: int, partition_max_bytes: int,
-                  max_bytes: int, max_wait_ms: int, read_committed: bool) -> Any:
-    """A full Fetch of one partition (no fetch session, no leader epoch check)."""
-    return build(request_class(FETCH, version), {
-        "replica_id": -1, "max_wait": max_wait_ms, "min_bytes": 1, "max_bytes": max_bytes,
-        "isolation_level": int(read_committed), "session_id": 0, "session_epoch": -1, "rack_id": "",
-        "topics": [{"topic": topic, "partitions": [{
-            "partition": partition, "current_leader_epoch": -1, "fetch_offset": offset, "last_fetched_epoch": -1,
-            "log_start_offset": -1, "partition_max_bytes": partition_max_bytes}]}]})
-
-
-def replica_fetch_request(version: int, replica_id: int, max_wait_ms: int, max_bytes: int,
-                          partitions: list[tuple[str, int, int, int, int, int]], session_id: int = 0,
-                          session_epoch: int = -1, forgotten: list[tuple[str, int]] | None = None) -> Any:
-    """A follower's Fetch: `partitions` are (topic, partition, fetch offset, current leader epoch, log start
-    offset, partition max bytes); in a fetch session (KIP-227) only those that changed, and `forgotten` the
-    ones the session drops. Without a session: session id 0, epoch -1."""
-    topics: dict[str, list[dict[str, int]]] = {}
-    for topic, partition, offset, epoch, log_start, partition_max in partitions:
-        topics.setdefault(topic, []).append({
-            "partition": partition, "current_leader_epoch": epoch, "fetch_offset": offset, "last_fetched_epoch": -1,
-            "log_start_offset": log_start, "partition_max_bytes": partition_max})
-    gone: dict[str, list[int]] = {}
-    for topic, partition in forgotten or ():
-        gone.setdefault(topic, []).append(partition)
-    return build(request_class(FETCH, version), {
-        "replica_id": replica_id, "max_wait": max_wait_ms, "min_bytes": 1, "max_bytes": max_bytes,
-        "isolation_level": 0, "session_id": session_id, "session_epoch": session_epoch, "rack_id": "",
-        "topics": [{"topic": t, "partitions": ps} for t, ps in topics.items()],
-        "forgotten_topics_data": [{"topic": t, "partitions": ps} for t, ps in gone.items()]})
 
 
 def offsets_for_leader_epoch_request(version: int, replica_id: int,
@@ -80,13 +47,13 @@ def offsets_for_leader_epoch_request(version: int, replica_id: int,
     for topic, partition, current, epoch in partitions:
         topics.setdefault(topic, []).append(
             {"partition": partition, "current_leader_epoch": current, "leader_epoch": epoch})
-    return build(request_class(OFFSET_FOR_LEADER_EPOCH, version), {
+    return build(request_class(ApiKey.OFFSET_FOR_LEADER_EPOCH, version), {
         "replica_id": replica_id, "topics": [{"topic": t, "partitions": ps} for t, ps in topics.items()]})
 
 
 def metadata_request(version: int, topic: str, allow_auto_create: bool = False) -> Any:
     """Metadata of one topic; `allow_auto_create` lets a broker that allows it create the topic (a producer's)."""
-    return build(request_class(METADATA, version), {"topics": [{"name": topic}],
+    return build(request_class(ApiKey.METADATA, version), {"topics": [{"name": topic}],
                                                     "allow_auto_topic_creation": allow_auto_create})
 
 
@@ -94,7 +61,7 @@ def list_offsets_request(version: int, topic: str, partition: int, timestamp: in
                          replica_id: int = -1) -> Any:
     """The offset of one partition for `timestamp` (-2 earliest, -1 latest, or a time in ms); a follower
     (`replica_id` >= 0) gets the leader's log end offset for latest, a consumer its high watermark."""
-    return build(request_class(LIST_OFFSETS, version), {
+    return build(request_class(ApiKey.LIST_OFFSETS, version), {
         "replica_id": replica_id, "isolation_level": int(read_committed),
         "topics": [{"name": topic, "partitions": [{"partition_index": partition, "current_leader_epoch": -1,
                                                    "timestamp": timestamp, "max_num_offsets": 1}]}]})
@@ -102,13 +69,13 @@ def list_offsets_request(version: int, topic: str, partition: int, timestamp: in
 
 def init_producer_id_request(version: int, timeout_ms: int) -> Any:
     """A producer id for an idempotent (non-transactional) producer."""
-    return build(request_class(INIT_PRODUCER_ID, version), {
+    return build(request_class(ApiKey.INIT_PRODUCER_ID, version), {
         "transactional_id": None, "transaction_timeout": timeout_ms, "producer_id": -1, "producer_epoch": -1})
 
 
 def log_dirs_request(version: int, topic: str, partitions: list[int]) -> Any:
     """DescribeLogDirs of some partitions of one topic (their size on disk)."""
-    return build(request_class(DESCRIBE_LOG_DIRS, version), {"topics": [{"topic": topic, "partitions": partitions}]})
+    return build(request_class(ApiKey.DESCRIBE_LOG_DIRS, version), {"topics": [{"topic": topic, "partitions": partitions}]})
 
 
 def encode_request(api_key: int, version: int, correlation_id: int, client_id: str, body: Any) -> bytes:
@@ -135,7 +102,7 @@ def response_body_start(frame: memoryview, api_key: int, version: int, correlati
         raise ResponseError(f"response to correlation id {got} arrived while waiting for {correlation_id}")
     flexible = getattr(request_class(api_key, version), "__flexible__")
     try:
-        return skip_tagged_fields(frame, 4) if flexible and api_key != API_VERSIONS_KEY else 4
+        return skip_tagged_fields(frame, 4) if flexible and api_key != ApiKey.API_VERSIONS else 4
     except VarintError as e:
         raise ResponseError(f"malformed response header: {e}") from None
 

@@ -1,14 +1,13 @@
 """Kafka record batch v2: the on-disk and wire format, read and rewritten at the header level.
 
-Owns: parsing batch headers, validating a produce request's batches (length, magic, CRC32C, size
-here; every record, as Kafka's LogValidator does, in the native `pylog_native.validate_batches`),
-assigning offsets / LogAppendTime / the true max timestamp by rewriting headers in place, scanning a
-segment file's batches (recovery and index rebuild), and decoding record timestamps for
-ListOffsets-by-timestamp.
+Owns: the format's layout constants, parsing batch headers, validating a produce request's batches
+(length, magic, CRC32C, size here; every record, as Kafka's LogValidator does, in the native
+`pylog_native.validate_batches`), assigning offsets / LogAppendTime / the true max timestamp by
+rewriting headers in place, and decoding record timestamps for ListOffsets-by-timestamp. Scanning a
+segment file's batches is the broker's storage (broker/log/batch_scan.py).
 
 Records are walked once on produce, in native code; `assign_offsets` touches headers only;
-`iter_record_timestamps` is for off-hot-path lookups. Knows nothing about files beyond a file
-descriptor it is handed, and nothing about the network protocol.
+`iter_record_timestamps` is for off-hot-path lookups. No I/O.
 
 Header layout (big-endian):
   baseOffset int64 @0, batchLength int32 @8, partitionLeaderEpoch int32 @12, magic int8 @16,
@@ -19,16 +18,15 @@ Header layout (big-endian):
 from __future__ import annotations
 
 import logging
-import os
 import struct
 from dataclasses import dataclass
-from typing import Callable, Iterator
+from typing import Iterator
 
 import cramjam
 import crc32c
 import pylog_native
 
-from broker.errors import (
+from kafka_protocol.errors import (
     CorruptRecordError,
     ErrorCode,
     InvalidRecordError,
@@ -36,22 +34,20 @@ from broker.errors import (
     RecordValidationError,
     UnsupportedMessageFormatError,
 )
-from broker.log.constants import (
-    CRC_START,
-    CURRENT_MAGIC,
-    HEADER_SIZE,
-    HEADER_WINDOW_BYTES,
-    INT32_MAX,
-    LEADER_EPOCH,
-    LOG_OVERHEAD,
-    MIN_BATCH_LENGTH,
-    RECOVERY_CHUNK_BYTES,
-)
 
 __all__ = [
-    "HEADER_SIZE", "LOG_OVERHEAD", "BatchHeader", "ScanResult", "parse_header", "validate_batches", "check_headers",
-    "assign_offsets", "iter_record_timestamps", "iter_headers", "scan_valid_prefix", "whole_batches_length",
+    "HEADER_SIZE", "LOG_OVERHEAD", "BatchHeader", "parse_header", "unpack_header", "validate_batches",
+    "check_headers", "assign_offsets", "iter_record_timestamps", "whole_batches_length",
 ]
+
+HEADER_SIZE = 61          # bytes of the batch header; records start here
+LOG_OVERHEAD = 12         # baseOffset int64 + batchLength int32: bytes not counted by batchLength
+MIN_BATCH_LENGTH = HEADER_SIZE - LOG_OVERHEAD   # smallest legal batchLength (49)
+CRC_START = 21            # CRC32C covers bytes [21, end of batch)
+CURRENT_MAGIC = 2
+NO_PRODUCER_ID = -1
+NO_TIMESTAMP = -1
+INT32_MAX = 2**31 - 1     # producer sequences wrap past it to 0
 
 log = logging.getLogger(__name__)
 
@@ -129,7 +125,7 @@ class BatchHeader:
         return increment_sequence(self.base_sequence, self.last_offset_delta)
 
 
-def _unpack_header(buf: bytes | bytearray | memoryview, at: int, position: int) -> BatchHeader:
+def unpack_header(buf: bytes | bytearray | memoryview, at: int, position: int) -> BatchHeader:
     """The 13 header fields at `at` of `buf`, for a batch at file/request position `position`."""
     return BatchHeader(*_HEADER.unpack_from(buf, at), position)  # type: ignore[call-arg]  # 13 fields + position
 
@@ -145,7 +141,7 @@ def parse_header(buf: bytes | bytearray | memoryview, pos: int = 0) -> BatchHead
     if len(buf) - pos < HEADER_SIZE:
         raise CorruptRecordError(f"record batch header at position {pos} is truncated "
                                  f"({len(buf) - pos} of {HEADER_SIZE} bytes)")
-    return _unpack_header(buf, pos, pos)
+    return unpack_header(buf, pos, pos)
 
 
 # A batch's records may expand to this much when decompressed (at least; see `uncompressed_limit`).
@@ -226,7 +222,7 @@ def check_headers(buf: bytes | bytearray | memoryview, max_batch_bytes: int) -> 
         if size > max_batch_bytes:
             raise MessageTooLargeError(
                 f"record batch of {size} bytes exceeds the topic's max.message.bytes of {max_batch_bytes}")
-        header = _unpack_header(view, pos, pos)
+        header = unpack_header(view, pos, pos)
         if crc32c.crc32c(view[pos + CRC_START:pos + size]) != header.crc:
             raise CorruptRecordError(f"record batch at position {pos} failed its CRC32C check")
         headers.append(header)      # counts, offset deltas and control batches: the record walk's checks
@@ -251,7 +247,7 @@ def whole_batches_length(buf: bytes | bytearray | memoryview) -> int:
 
 
 def assign_offsets(buf: bytearray, headers: list[BatchHeader], base_offset: int,
-                   log_append_time_ms: int | None, leader_epoch: int = LEADER_EPOCH) -> None:
+                   log_append_time_ms: int | None, leader_epoch: int) -> None:
     """Give the batches consecutive offsets from `base_offset` and `leader_epoch`, in place (and
     LogAppendTime if given).
 
@@ -345,117 +341,3 @@ def iter_record_timestamps(batch: bytes | bytearray | memoryview) -> Iterator[tu
         offset_delta, _ = _varint(records, p)
         ts = h.max_timestamp if log_append_time else h.base_timestamp + timestamp_delta
         yield h.base_offset + offset_delta, ts
-
-
-# --- Scanning files ---------------------------------------------------------------------------
-
-def iter_headers(fd: int, start: int, end: int, window: int = HEADER_WINDOW_BYTES) -> Iterator[BatchHeader]:
-    """Headers of the batches in file range [start, end), read with pread in windows; no CRC check.
-
-    Stops quietly at a header that is truncated or whose length is not sane (trusted files only).
-    """
-    pos = start
-    buf = b""
-    buf_start = start
-    while pos + HEADER_SIZE <= end:
-        rel = pos - buf_start
-        if rel < 0 or rel + HEADER_SIZE > len(buf):
-            buf = os.pread(fd, min(window, end - pos), pos)
-            buf_start, rel = pos, 0
-            if len(buf) < HEADER_SIZE:
-                return
-        h = _unpack_header(buf, rel, pos)
-        if h.batch_length < MIN_BATCH_LENGTH or pos + h.size > end:
-            return
-        yield h
-        pos += h.size
-
-
-@dataclass(slots=True)
-class ScanResult:
-    """Outcome of `scan_valid_prefix`: where valid data ends and why the scan stopped."""
-
-    valid_end: int
-    batches: int
-    next_offset: int          # last valid batch's last offset + 1 (or the `min_offset` given)
-    stop_reason: str | None   # None when the whole range was valid
-
-
-def scan_valid_prefix(fd: int, start: int, end: int, *, min_offset: int,
-                      on_batch: Callable[[BatchHeader], None] | None = None,
-                      chunk_size: int = RECOVERY_CHUNK_BYTES) -> ScanResult:
-    """Validate batches in [start, end) of a file: length, magic 2, CRC32C, offsets increasing.
-
-    Reads in big chunks; calls `on_batch` for each valid batch; stops at the first invalid one.
-    `min_offset` is the smallest base offset the first batch may have (the segment's base offset).
-    """
-    buf = bytearray(max(min(chunk_size, end - start), HEADER_SIZE))
-    view = memoryview(buf)
-    buf_start, buf_len = start, 0
-    pos, count, next_offset = start, 0, min_offset
-    reason: str | None = None
-    while pos < end:
-        if end - pos < HEADER_SIZE:
-            reason = f"{end - pos} trailing bytes are too short for a batch header"
-            break
-        rel = pos - buf_start
-        if rel + HEADER_SIZE > buf_len:
-            view.release()
-            buf_start, rel = pos, 0
-            buf_len = _fill(fd, buf, pos, end)
-            view = memoryview(buf)
-            if buf_len < HEADER_SIZE:
-                reason = "the file is shorter than expected"
-                break
-        h = _unpack_header(view, rel, pos)
-        reason = _header_problem(h, end - pos, next_offset)
-        if reason is not None:
-            break
-        if rel + h.size > buf_len:
-            view.release()
-            if h.size > len(buf):
-                buf = bytearray(h.size)
-            buf_start, rel = pos, 0
-            buf_len = _fill(fd, buf, pos, end)
-            view = memoryview(buf)
-            if buf_len < h.size:
-                reason = "batch is truncated"
-                break
-        if crc32c.crc32c(view[rel + CRC_START:rel + h.size]) != h.crc:
-            reason = f"CRC32C mismatch in batch at offset {h.base_offset}"
-            break
-        if on_batch is not None:
-            on_batch(h)
-        count += 1
-        next_offset = h.last_offset + 1
-        pos += h.size
-    view.release()
-    return ScanResult(pos, count, next_offset, reason)
-
-
-def _fill(fd: int, buf: bytearray, pos: int, end: int) -> int:
-    """Read up to len(buf) bytes at `pos` (not past `end`) into buf; return bytes read."""
-    want = min(len(buf), end - pos)
-    got = 0
-    view = memoryview(buf)
-    while got < want:
-        n = os.preadv(fd, [view[got:want]], pos + got)
-        if n == 0:
-            break
-        got += n
-    view.release()
-    return got
-
-
-def _header_problem(h: BatchHeader, remaining: int, next_offset: int) -> str | None:
-    if h.batch_length < MIN_BATCH_LENGTH:
-        return f"invalid batch length {h.batch_length}"
-    if h.size > remaining:
-        return f"batch of {h.size} bytes is truncated ({remaining} bytes left)"
-    if h.magic != CURRENT_MAGIC:
-        return f"invalid magic {h.magic}"
-    if h.last_offset_delta < 0 or h.records_count < 0:
-        return f"invalid last offset delta {h.last_offset_delta} / count {h.records_count}"
-    if h.base_offset < next_offset:
-        return f"offset {h.base_offset} is not above the previous batch's last offset {next_offset - 1}"
-    return None

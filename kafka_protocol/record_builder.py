@@ -18,9 +18,9 @@ from typing import Iterator, Sequence
 
 import crc32c
 
-from broker.errors import CorruptRecordError
-from broker.log.constants import CURRENT_MAGIC, HEADER_SIZE
-from broker.log.record_batch import decompress, parse_header
+from kafka_protocol.errors import CorruptRecordError
+from kafka_protocol.record_batch import CURRENT_MAGIC, HEADER_SIZE
+from kafka_protocol.record_batch import decompress, parse_header
 
 __all__ = ["Record", "zigzag_varint", "encode_record", "frame_batch", "encode_batch", "decode_records", "iter_batches"]
 

@@ -15,7 +15,7 @@ import struct
 from dataclasses import dataclass
 from typing import Any, Protocol, Sequence, Union
 
-from broker.protocol.varint import VarintError, read_uvarint, skip_tagged_fields, write_uvarint
+from kafka_protocol.varint import VarintError, read_uvarint, skip_tagged_fields, write_uvarint
 
 _I16 = struct.Struct(">h")
 _I32 = struct.Struct(">i")

@@ -17,7 +17,7 @@ import typing
 from functools import lru_cache
 from typing import Any
 
-from broker.protocol.varint import read_uvarint, skip_tagged_fields
+from kafka_protocol.varint import read_uvarint, skip_tagged_fields
 from kio.serial._introspect import EntityField, EntityTupleField, PrimitiveTupleField, classify_field, get_field_tag
 
 _FIXED = {

@@ -26,7 +26,8 @@ from kio.schema.types import BrokerId, TopicName
 from kio.static.constants import EntityType
 from kio.static.primitive import i8, i16, i32, i64
 
-LEADER_AND_ISR, STOP_REPLICA, UPDATE_METADATA = 4, 5, 6
+from kafka_protocol.api_keys import ApiKey
+
 LEADER_AND_ISR_VERSION, STOP_REPLICA_VERSION, UPDATE_METADATA_VERSION = 7, 4, 8
 # LeaderAndIsr's Type: whether the request lists every partition the broker replicates (KIP-516)
 INCREMENTAL, FULL = 0, 1
@@ -275,7 +276,7 @@ class UpdateMetadataResponse:
 
 # (api key, version) -> (request class, response class)
 SCHEMAS: dict[tuple[int, int], tuple[type, type]] = {
-    (LEADER_AND_ISR, LEADER_AND_ISR_VERSION): (LeaderAndIsrRequest, LeaderAndIsrResponse),
-    (STOP_REPLICA, STOP_REPLICA_VERSION): (StopReplicaRequest, StopReplicaResponse),
-    (UPDATE_METADATA, UPDATE_METADATA_VERSION): (UpdateMetadataRequest, UpdateMetadataResponse),
+    (ApiKey.LEADER_AND_ISR, LEADER_AND_ISR_VERSION): (LeaderAndIsrRequest, LeaderAndIsrResponse),
+    (ApiKey.STOP_REPLICA, STOP_REPLICA_VERSION): (StopReplicaRequest, StopReplicaResponse),
+    (ApiKey.UPDATE_METADATA, UPDATE_METADATA_VERSION): (UpdateMetadataRequest, UpdateMetadataResponse),
 }
