@@ -75,7 +75,7 @@ unit: $(STAMPS)/venv $(STAMPS)/native
 	$(PY) -m pytest -q tests/unit
 
 demo: install
-	$(PY) -m jobs.demo
+	$(PY) -m pylog.demo
 
 bench: install $(STAMPS)/jars-spark-kafka
 	$(PY) bench/broker_throughput.py

@@ -23,7 +23,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))   # peers/ is no
 from kafka_protocol.record_batch import COMPRESSION_NAMES  # noqa: E402
 from broker.log.recompress import compress  # noqa: E402
 from kafka_protocol.record_builder import encode_record, frame_batch  # noqa: E402
-from broker.process import free_port  # noqa: F401,E402  (re-exported for the benchmarks)
+from pylog.launch.process import free_port  # noqa: F401,E402  (re-exported for the benchmarks)
 from peers import tansu  # noqa: E402
 from peers.kafka import KafkaBroker  # noqa: E402
 

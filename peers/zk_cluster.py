@@ -1,8 +1,8 @@
 """A ZooKeeper-mode broker cluster for tests and benchmarks: one local ZooKeeper and brokers 1..N.
 
-Owns every process it starts: the ZooKeeper (broker/tools/local_zookeeper.py, the Debian package) and
+Owns every process it starts: the ZooKeeper (pylog/launch/local_zookeeper.py, the Debian package) and
 the brokers, which a factory builds from a work directory and their settings (Apache Kafka's
-`peers.kafka.KafkaZkBroker`, or pylog's `broker.process.BrokerProcess`), all on loopback ports.
+`peers.kafka.KafkaZkBroker`, or pylog's `pylog.launch.process.BrokerProcess`), all on loopback ports.
 `close()` kills them all, and runs at interpreter exit too if the caller never reached it (start
 failures included). Offers what a failover test needs: stop (SIGTERM) / kill (SIGKILL) / restart one
 broker, and a partition's leader, replicas and ISR, or the controller, from Metadata answered by one
@@ -21,8 +21,8 @@ from typing import TYPE_CHECKING, Any, Callable
 
 from confluent_kafka.admin import AdminClient
 
-from broker.process import ServerProcess
-from broker.tools.local_zookeeper import LocalZooKeeper
+from pylog.launch.process import ServerProcess
+from pylog.launch.local_zookeeper import LocalZooKeeper
 
 if TYPE_CHECKING:   # the public names are re-exported without __all__, which strict mypy refuses
     from confluent_kafka.admin._metadata import ClusterMetadata, PartitionMetadata

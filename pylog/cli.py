@@ -7,14 +7,14 @@ turns expected errors into a one-line message and a non-zero exit.
 from __future__ import annotations
 
 import argparse
-import importlib
 import logging
 import sys
 
-from broker.tools.errors import CliError
+from pylog import job_cmd
+from pylog.tools import broker_cmd, cluster_cmd, consume, groups, perf, produce, topics
+from pylog.tools.errors import CliError
 
-SUBCOMMANDS = ["broker.tools.broker_cmd", "broker.tools.topics", "broker.tools.produce", "broker.tools.consume",
-               "broker.tools.perf", "broker.tools.groups", "broker.tools.cluster_cmd", "pylog.job_cmd"]
+SUBCOMMANDS = (broker_cmd, topics, produce, consume, perf, groups, cluster_cmd, job_cmd)
 
 
 DISTRIBUTION = "pylog-stream"   # the name on PyPI ("pylog" there is another project)
@@ -46,8 +46,7 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("--log-level", default="INFO", type=_log_level,
                         help=f"logging level: {', '.join(LOG_LEVELS)} (default INFO)")
     sub = parser.add_subparsers(dest="command", metavar="COMMAND", required=True)
-    for name in SUBCOMMANDS:
-        module = importlib.import_module(name)
+    for module in SUBCOMMANDS:
         module.register(sub)
     return parser
 

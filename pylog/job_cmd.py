@@ -12,7 +12,7 @@ import os
 import signal
 from typing import TYPE_CHECKING
 
-from broker.tools.errors import CliError
+from pylog.tools.errors import CliError
 from jobs import JOBS
 from jobs.settings import JOB_SETTINGS, describe
 

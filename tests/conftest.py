@@ -9,7 +9,7 @@ from typing import Callable, Iterator
 import pytest
 from hypothesis import settings
 
-from broker.tools.local_zookeeper import LocalZooKeeper
+from pylog.launch.local_zookeeper import LocalZooKeeper
 from tests.support.broker_process import BrokerProcess
 from peers.kafka import KafkaBroker
 

@@ -13,7 +13,7 @@ from kio.schema.errors import ErrorCode
 from kio.schema.describe_groups.v5.request import DescribeGroupsRequest
 from kio.schema.find_coordinator.v4.request import FindCoordinatorRequest
 
-from broker.process import BrokerProcess
+from pylog.launch.process import BrokerProcess
 from tests.support.differential import Pair
 from peers.kafka import KafkaBroker
 

@@ -18,7 +18,7 @@ from typing import Any, Callable, Iterable, Iterator
 import pytest
 from confluent_kafka import Producer, KafkaException
 
-from broker.process import ServerProcess
+from pylog.launch.process import ServerProcess
 from tests.support.broker_process import BrokerProcess
 
 REPO = Path(__file__).resolve().parents[2]

@@ -36,7 +36,7 @@ import pyarrow as pa
 import pytest
 from deltalake import DeltaTable
 
-from broker.process import BrokerProcess
+from pylog.launch.process import BrokerProcess
 from connectors.delta_commit import BatchCommit, app_state, claim_generation, commit_batch
 from connectors.delta_log_reader import read_app_transactions
 from connectors.delta_sink import DeltaSinkDataSource, writer_options

@@ -17,7 +17,7 @@ NOISE = re.compile(r"ERROR|Traceback|Exception|%\d\|\d|FAIL|Connection refused",
 
 def test_the_demo_runs_exactly_once_and_ends_cleanly_on_its_summary(tmp_path):
     demo = tmp_path / "demo"
-    proc = subprocess.run([sys.executable, "-m", "jobs.demo"], cwd=REPO, stdout=subprocess.PIPE,
+    proc = subprocess.run([sys.executable, "-m", "pylog.demo"], cwd=REPO, stdout=subprocess.PIPE,
                           stderr=subprocess.STDOUT, text=True, timeout=500,
                           env={**os.environ, "PYTHONUNBUFFERED": "1", "PYLOG_DEMO_DIR": str(demo)})
     out = proc.stdout

@@ -14,7 +14,7 @@ import pytest
 from confluent_kafka import Producer
 from deltalake import DeltaTable
 
-from broker.process import free_port
+from pylog.launch.process import free_port
 from tests.support.clients import create_topic
 from tests.support.jobs import finish, run_job
 

@@ -14,8 +14,8 @@ from typing import Iterator
 import pytest
 from deltalake import DeltaTable
 
-from broker.tools.local_cluster import LocalCluster
-from broker.tools.local_zookeeper import LocalZooKeeper
+from pylog.launch.local_cluster import LocalCluster
+from pylog.launch.local_zookeeper import LocalZooKeeper
 from connectors.offset_manager import OffsetManager, end_offsets
 from tests.support.clients import unique_name
 from tests.support.cluster import AckedProducer, create_replicated, leader, wait_full_isr

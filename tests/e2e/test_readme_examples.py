@@ -22,7 +22,7 @@ import pytest
 
 from tests.support.jobs import REPO
 from tests.support.markdown_examples import Block, commands, readme, substitute
-from broker.process import free_port
+from pylog.launch.process import free_port
 
 pytestmark = [pytest.mark.slow, pytest.mark.timeout(900)]
 

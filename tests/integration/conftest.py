@@ -13,8 +13,8 @@ import pytest
 from kazoo.client import KazooClient
 
 from broker.cluster.zk_client import ZkClient
-from broker.process import BrokerProcess
-from broker.tools.local_zookeeper import LocalZooKeeper
+from pylog.launch.process import BrokerProcess
+from pylog.launch.local_zookeeper import LocalZooKeeper
 
 _chroots = itertools.count()
 

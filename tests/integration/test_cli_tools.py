@@ -8,7 +8,7 @@ import uuid
 import sys
 from pathlib import Path
 
-from broker.process import BrokerProcess, free_port
+from pylog.launch.process import BrokerProcess, free_port
 
 
 def pylog_executable() -> str:

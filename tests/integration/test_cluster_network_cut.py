@@ -17,9 +17,9 @@ from typing import Iterator
 import pytest
 from confluent_kafka import Consumer, TopicPartition
 
-from broker.process import BrokerProcess
-from broker.tools.local_cluster import LocalCluster
-from broker.tools.local_zookeeper import LocalZooKeeper
+from pylog.launch.process import BrokerProcess
+from pylog.launch.local_cluster import LocalCluster
+from pylog.launch.local_zookeeper import LocalZooKeeper
 from tests.support.clients import consume, unique_name
 from tests.support.cluster import (AckedProducer, assert_replicas_identical, create_replicated, partition_meta,
                                    wait_full_isr)

@@ -24,8 +24,8 @@ from broker.cluster.role_requests import ControllerStamp, PartitionInfo, leader_
 from broker.cluster.zk_client import ZkClient
 from broker.cluster.zk_layout import BrokerRegistration, PartitionState
 from kafka_protocol.record_builder import Record, encode_batch
-from broker.tools.local_cluster import LocalCluster
-from broker.tools.local_zookeeper import LocalZooKeeper
+from pylog.launch.local_cluster import LocalCluster
+from pylog.launch.local_zookeeper import LocalZooKeeper
 from tests.support.clients import consume, unique_name
 from tests.support.cluster import (AckedProducer, assert_replicas_identical, create_replicated, leader,
                                    partition_meta, wait_full_isr)

@@ -14,7 +14,7 @@ from pathlib import Path
 
 import pytest
 
-from broker.process import free_port
+from pylog.launch.process import free_port
 from tests.support.clients import create_topic
 
 pytestmark = [pytest.mark.timeout(240)]

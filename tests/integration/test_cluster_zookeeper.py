@@ -1,5 +1,5 @@
 """Cluster mode's ZooKeeper parts against a real ZooKeeper (the Debian package, started by
-broker/tools/local_zookeeper.py): broker registration in Kafka's layout, the live broker set,
+pylog/launch/local_zookeeper.py): broker registration in Kafka's layout, the live broker set,
 duplicate broker ids, a restart after SIGKILL, and controller election fenced by epoch, including
 a controller frozen (SIGSTOP) past its session, which must not get a write through afterwards.
 Each test works under its own chroot, so they share one ZooKeeper."""

@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pytest
 
-from broker.process import BrokerProcess
+from pylog.launch.process import BrokerProcess
 from tests.support.clients import create_topic, produce, unique_name
 from tests.support.kafka_tools import java_result
 

@@ -15,7 +15,7 @@ from typing import Callable
 import pytest
 from kafka.partitioner.default import murmur2
 
-from broker.process import BrokerProcess
+from pylog.launch.process import BrokerProcess
 from tests.support.clients import create_topic, produce, unique_name
 from tests.support.kafka_tools import run_tool, start_tool
 

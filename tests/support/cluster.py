@@ -11,7 +11,7 @@ from typing import Any
 from confluent_kafka import Producer
 from confluent_kafka.admin import AdminClient, NewTopic
 
-from broker.tools.local_cluster import LocalCluster
+from pylog.launch.local_cluster import LocalCluster
 from tests.support.waiting import wait_for
 
 

@@ -15,7 +15,7 @@ import subprocess
 from pathlib import Path
 from typing import Sequence
 
-from broker.process import BrokerProcess
+from pylog.launch.process import BrokerProcess
 
 _SUDO: list[str] = [] if os.geteuid() == 0 else ["sudo", "-n"]
 

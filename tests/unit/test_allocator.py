@@ -1,9 +1,9 @@
-"""broker/allocator.py: the broker's glibc settings are accepted on the project's machines (glibc)."""
+"""pylog/tools/allocator.py: the broker's glibc settings are accepted on the project's machines (glibc)."""
 from __future__ import annotations
 
 import platform
 
-from broker.allocator import keep_freed_memory
+from pylog.tools.allocator import keep_freed_memory
 
 
 def test_glibc_accepts_the_brokers_mmap_and_trim_thresholds():

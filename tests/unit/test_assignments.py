@@ -3,10 +3,11 @@ from __future__ import annotations
 
 import pytest
 
-from broker.config import BrokerConfig, parse_assignments
+from broker.config import BrokerConfig
+from kafka_protocol.properties import parse_assignments
 from kafka_protocol.errors import InvalidConfigError
-from broker.tools.client import parse_kv
-from broker.tools.errors import CliError
+from pylog.tools.client import parse_kv
+from pylog.tools.errors import CliError
 from jobs.config import JobConfig, JobConfigError
 
 

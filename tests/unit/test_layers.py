@@ -126,8 +126,9 @@ def test_the_check_refuses_what_the_table_does_not_allow():
     assert not allowed("sparklog.kafka_client", "broker.server", layers)
     assert not allowed("kafka_protocol.codec", "broker.errors", layers)
     assert not allowed("connectors.delta_commit", "jobs.config", layers)
-    assert allowed("jobs.demo", "broker.process", layers) and not allowed("jobs.demo", "broker.server", layers)
-    assert allowed("pylog.cli", "broker.tools.topics", layers)
+    assert not allowed("jobs.reprocess", "broker.server", layers) and not allowed("jobs.config", "pylog.cli", layers)
+    assert not allowed("broker.server", "pylog.launch.process", layers)
+    assert allowed("pylog.cli", "pylog.tools.topics", layers)
 
 
 def _imports_of(path: Path, roots: tuple[str, ...]) -> list[ast.AST]:

@@ -6,9 +6,9 @@ import time
 
 import pytest
 
-from broker.timestamps import parse_instant_ms
-from broker.tools.errors import CliError
-from broker.tools.groups import parse_datetime
+from kafka_protocol.timestamps import parse_instant_ms
+from pylog.tools.errors import CliError
+from pylog.tools.groups import parse_datetime
 
 
 @pytest.fixture

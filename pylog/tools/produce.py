@@ -14,8 +14,8 @@ from typing import Any, BinaryIO
 
 from confluent_kafka import KafkaError, Message, Producer
 
-from broker.tools.errors import CliError
-from broker.tools.client import (
+from pylog.tools.errors import CliError
+from pylog.tools.client import (
     add_connection_args,
     base_config,
     bool_property,

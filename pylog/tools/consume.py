@@ -25,8 +25,8 @@ from confluent_kafka import (
     TopicPartition,
 )
 
-from broker.tools.errors import CliError
-from broker.tools.client import (
+from pylog.tools.errors import CliError
+from pylog.tools.client import (
     add_connection_args,
     base_config,
     bool_property,

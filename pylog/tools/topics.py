@@ -21,8 +21,8 @@ from confluent_kafka.admin import (
     TopicMetadata,
 )
 
-from broker.tools.errors import CliError
-from broker.tools.client import (
+from pylog.tools.errors import CliError
+from pylog.tools.client import (
     add_connection_args,
     admin_client,
     describe_exception,

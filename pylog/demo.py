@@ -22,7 +22,7 @@ from pathlib import Path
 from confluent_kafka import Consumer, Producer, TopicPartition
 from confluent_kafka.admin import AdminClient, NewTopic
 
-from broker.process import BrokerProcess
+from pylog.launch.process import BrokerProcess
 from connectors.offset_manager import OffsetManager, end_offsets
 from jobs import stream_to_delta
 from jobs.config import JobConfig
@@ -111,7 +111,7 @@ def main() -> int:
         return 2
     shutil.rmtree(workdir, ignore_errors=True)
     workdir.mkdir(parents=True)
-    (workdir / MARK).write_text("made by make demo (jobs/demo.py); emptied by its next run\n")
+    (workdir / MARK).write_text("made by make demo (pylog/demo.py); emptied by its next run\n")
     broker = BrokerProcess(workdir / "broker-data")
     table = workdir / "tables" / "events"
     try:

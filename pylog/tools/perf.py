@@ -21,8 +21,8 @@ from typing import Any
 
 from confluent_kafka import OFFSET_BEGINNING, OFFSET_END, Consumer, KafkaError, Message, Producer, TopicPartition
 
-from broker.tools.errors import CliError
-from broker.tools.client import add_connection_args, base_config, check_reachable, parse_kv, topic_metadata
+from pylog.tools.errors import CliError
+from pylog.tools.client import add_connection_args, base_config, check_reachable, parse_kv, topic_metadata
 
 ACKS = {"all": "all", "-1": "all", "1": "1", "0": "0"}
 COMPRESSION = ["none", "gzip", "snappy", "lz4", "zstd"]

@@ -17,8 +17,8 @@ import time
 from pathlib import Path
 from typing import Callable, Mapping
 
-from broker.process import BrokerProcess
-from broker.tools.local_zookeeper import LocalZooKeeper
+from pylog.launch.process import BrokerProcess
+from pylog.launch.local_zookeeper import LocalZooKeeper
 
 # How broker i is launched: (broker id, data directory, settings) -> a process not yet started.
 BrokerLauncher = Callable[[int, Path, dict[str, object]], BrokerProcess]

@@ -4,7 +4,7 @@ from __future__ import annotations
 import argparse
 import asyncio
 
-from broker.tools.errors import CliError
+from pylog.tools.errors import CliError
 
 
 def register(sub: argparse._SubParsersAction) -> None:
@@ -47,7 +47,7 @@ def warn_if_exposed(host: str) -> None:
 
 def run(args: argparse.Namespace) -> int:
     # imported here so that client commands do not pay for the server's imports
-    from broker.allocator import keep_freed_memory
+    from pylog.tools.allocator import keep_freed_memory
     from kafka_protocol.errors import InvalidConfigError
     from broker.cluster.membership import BrokerIdInUseError
     from broker.cluster.zk_client import ZooKeeperUnavailableError

@@ -17,9 +17,9 @@ from typing import Any
 from confluent_kafka import ConsumerGroupTopicPartitions, TopicPartition
 from confluent_kafka.admin import AdminClient, OffsetSpec
 
-from broker.timestamps import parse_instant_ms
-from broker.tools.errors import CliError
-from broker.tools.client import add_connection_args, admin_client, fetch_metadata, result_or_error
+from kafka_protocol.timestamps import parse_instant_ms
+from pylog.tools.errors import CliError
+from pylog.tools.client import add_connection_args, admin_client, fetch_metadata, result_or_error
 
 REQUEST_TIMEOUT_S = 15.0
 ACTIVE_STATES = {"stable", "preparingrebalance", "completingrebalance", "preparing_rebalance",

@@ -1,5 +1,5 @@
 """`pylog cluster status`: what a ZooKeeper-mode cluster holds, read from ZooKeeper (issue 11); and
-`pylog cluster up`, a development cluster in the foreground (broker.tools.local_cluster).
+`pylog cluster up`, a development cluster in the foreground (pylog.launch.local_cluster).
 
 Owns the operator's view of cluster metadata: the live brokers, the controller and its epoch, every
 topic's partitions with leader, replicas and ISR, and the under-replicated (ISR smaller than the
@@ -14,7 +14,7 @@ import json
 import logging
 from typing import Any
 
-from broker.tools.errors import CliError
+from pylog.tools.errors import CliError
 
 
 def read_status(kazoo: Any) -> dict[str, Any]:
@@ -142,8 +142,8 @@ def run_up(args: argparse.Namespace) -> int:
     import threading
     from pathlib import Path
 
-    from broker.process import BrokerProcess
-    from broker.tools.local_cluster import DEV_SETTINGS, LocalCluster
+    from pylog.launch.process import BrokerProcess
+    from pylog.launch.local_cluster import DEV_SETTINGS, LocalCluster
 
     _quiet_kazoo()
     if args.brokers < 1:

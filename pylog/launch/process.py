@@ -4,7 +4,7 @@
 `stop()`/`kill()`/`start()`, so callers can restart the same broker cleanly or after SIGKILL.
 `ServerProcess` is the launcher (start, ready when the port accepts connections, stop, kill, log);
 `free_port` and `wait_for_port` are its loopback helpers. The product uses it only for the demo
-(jobs/demo.py); tests and benchmarks reuse it. Launchers of the other brokers they compare against
+(pylog/demo.py); tests and benchmarks reuse it. Launchers of the other brokers they compare against
 (Tansu, Apache Kafka) are their own (tests/support, bench/_common.py). The broker never imports this.
 """
 from __future__ import annotations

@@ -18,9 +18,9 @@ from typing import Any, Iterable, Mapping
 from confluent_kafka import KafkaError, KafkaException
 from confluent_kafka.admin import AdminClient, ClusterMetadata, TopicMetadata
 
-from broker.config import parse_assignments
+from kafka_protocol.properties import parse_assignments
 from kafka_protocol.errors import InvalidConfigError
-from broker.tools.errors import CliError
+from pylog.tools.errors import CliError
 
 DEFAULT_BOOTSTRAP = "localhost:9092"
 CONNECT_TIMEOUT_S = 3.0
