@@ -12,12 +12,12 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Callable, Iterable, Mapping
 
+from broker.config_def import ConfigDef
 from kafka_protocol.errors import InvalidConfigError, InvalidRequestError
 from kafka_protocol.properties import parse_assignments, read_properties
 
 LONG_MAX = 9223372036854775807
 
-# Broker settings: name -> (default, parser). `None` means "unset" (Kafka's null default).
 _int = int
 
 
@@ -60,155 +60,200 @@ def _compression(v: Any) -> str:
     return s
 
 
-BROKER_SETTINGS: dict[str, tuple[Any, Callable[[Any], Any], str]] = {
-    # name: (Kafka default, parser, documentation)
-    "broker.id": (0, _int, "This broker's id (node.id in KRaft)."),
-    "host.name": ("127.0.0.1", _str, "Interface to listen on; --host overrides."),
-    "port": (9092, _int, "Port to listen on; --port overrides."),
-    "advertised.host.name": (None, _str, "Host name given to clients in Metadata; defaults to host.name."),
-    "advertised.port": (None, _int, "Port given to clients in Metadata; defaults to port."),
-    "log.dirs": ("/tmp/kafka-logs", _str, "Data directory; --data-dir overrides."),
-    "num.partitions": (1, _int, "Partitions of an automatically created topic."),
-    "default.replication.factor": (1, _int, "Replication factor of an automatically created topic."),
-    "auto.create.topics.enable": (True, _bool, "Create a topic on first Metadata/Produce request for it."),
-    "delete.topic.enable": (True, _bool, "Allow DeleteTopics."),
-    "message.max.bytes": (1048588, _int, "Largest record batch accepted (topic: max.message.bytes)."),
-    "socket.request.max.bytes": (104857600, _int, "Largest request frame accepted."),
-    "socket.send.buffer.bytes": (102400, _int, "SO_SNDBUF of client sockets (-1: OS default)."),
-    "socket.receive.buffer.bytes": (102400, _int, "SO_RCVBUF of client sockets (-1: OS default)."),
-    "connections.max.idle.ms": (600000, _int, "Close connections idle this long."),
-    "queued.max.request.bytes": (268435456, _int, "Bytes of large requests being received or queued, broker-wide; "
-                                 "a connection waits (not read) when they are in use (-1: no limit, Kafka's default)."),
-    "max.connections": (2147483647, _int, "Connections accepted at once; more are closed on arrival."),
-    "max.connections.per.ip": (2147483647, _int, "Connections accepted at once from one address."),
-    "request.arrival.timeout.ms": (60000, _int, "Close a connection whose request has not arrived whole in this "
-                                   "long (pylog's; Kafka has none, so a trickling client holds its buffer)."),
-    "max.broker.partitions": (None, _int, "Partitions this broker may hold (KIP-578's name); default: a quarter "
-                              "of the open-file limit, so the broker can always reopen its logs."),
-    "fetch.max.bytes": (57671680, _int, "Upper bound on bytes returned by one Fetch."),
-    "max.incremental.fetch.session.cache.slots": (1000, _int, "Incremental fetch sessions (KIP-227) kept at once."),
-    "min.incremental.fetch.session.eviction.ms": (120000, _int, "A full session cache evicts only sessions idle this long."),
-    "log.segment.bytes": (1073741824, _int, "Roll a segment at this size (topic: segment.bytes)."),
-    "log.roll.ms": (None, _int, "Roll a segment this old (topic: segment.ms)."),
-    "log.roll.hours": (168, _int, "Roll a segment this old, if log.roll.ms is unset."),
-    "log.roll.jitter.ms": (None, _int, "Random jitter subtracted from segment.ms (topic: segment.jitter.ms)."),
-    "log.roll.jitter.hours": (0, _int, "Jitter in hours, if log.roll.jitter.ms is unset."),
-    "log.retention.ms": (None, _int, "Delete segments older than this; -1 keeps forever (topic: retention.ms)."),
-    "log.retention.minutes": (None, _int, "Retention in minutes, if log.retention.ms is unset."),
-    "log.retention.hours": (168, _int, "Retention in hours, if neither of the above is set."),
-    "log.retention.bytes": (-1, _int, "Delete old segments above this partition size (topic: retention.bytes)."),
-    "log.retention.check.interval.ms": (300000, _int, "How often retention is checked."),
-    "log.segment.delete.delay.ms": (60000, _int, "Delay before a deleted segment's files are removed (topic: file.delete.delay.ms)."),
-    "log.index.interval.bytes": (4096, _int, "Bytes between offset index entries (topic: index.interval.bytes)."),
-    "log.index.size.max.bytes": (10485760, _int, "Largest offset index; a full index rolls the segment (topic: segment.index.bytes)."),
-    "log.flush.interval.messages": (LONG_MAX, _int, "fsync after this many messages (topic: flush.messages)."),
-    "log.flush.interval.ms": (None, _int, "fsync data older than this (topic: flush.ms)."),
-    "log.flush.scheduler.interval.ms": (LONG_MAX, _int, "How often the flusher checks log.flush.interval.ms."),
-    "log.flush.offset.checkpoint.interval.ms": (60000, _int, "How often the recovery point is checkpointed."),
-    "log.cleanup.policy": ("delete", _cleanup_policy, "delete, compact or compact,delete (topic: cleanup.policy)."),
-    "log.cleaner.enable": (True, _bool, "Run the log cleaner for compacted topics."),
-    "log.cleaner.delete.retention.ms": (86400000, _int, "How long tombstones are kept (topic: delete.retention.ms)."),
-    "log.cleaner.min.cleanable.ratio": (0.5, float, "Dirty ratio that triggers cleaning (topic: min.cleanable.dirty.ratio)."),
-    "log.message.timestamp.type": ("CreateTime", _timestamp_type, "CreateTime or LogAppendTime (topic: message.timestamp.type)."),
-    "compression.type": ("producer", _compression, "Codec batches are stored in: producer (as sent), uncompressed, gzip, snappy, lz4 or zstd (recompressed on append)."),
-    "min.insync.replicas": (1, _int, "Minimum in-sync replicas for acks=all."),
-    "num.recovery.threads.per.data.dir": (1, _int, "Threads used for log recovery at start."),
-    "producer.id.expiration.ms": (86400000, _int, "Forget idle producers' sequence state after this."),
-    "offsets.topic.num.partitions": (50, _int, "Partitions of __consumer_offsets."),
-    "offsets.retention.minutes": (10080, _int, "Keep committed offsets of empty groups this long."),
-    "offsets.topic.segment.bytes": (104857600, _int, "segment.bytes of __consumer_offsets."),
-    "offsets.retention.check.interval.ms": (600000, _int, "How often expired committed offsets are removed."),
-    "offset.metadata.max.bytes": (4096, _int, "Largest metadata string an offset commit may carry."),
-    "log.cleaner.backoff.ms": (15000, _int, "How often the log cleaner looks for partitions to compact."),
-    "group.initial.rebalance.delay.ms": (3000, _int, "Wait for more members before the first rebalance."),
-    "group.min.session.timeout.ms": (6000, _int, "Smallest session timeout a member may ask for."),
-    "group.max.session.timeout.ms": (1800000, _int, "Largest session timeout a member may ask for."),
-    "zookeeper.connect": (None, _str, "ZooKeeper connect string (host:port[,host:port][/chroot]); set, the broker "
-                          "joins a cluster (cluster mode); unset runs the embedded single broker."),
-    "zookeeper.session.timeout.ms": (18000, _int, "ZooKeeper session timeout: a broker silent this long is dead."),
-    "zookeeper.connection.timeout.ms": (None, _int, "Wait this long for a ZooKeeper session at start "
-                                        "(default: zookeeper.session.timeout.ms)."),
-    "controller.socket.timeout.ms": (30000, _int, "The controller gives up waiting for a broker's answer after this "
-                                    "long and sends the request again."),
-    "replica.lag.time.max.ms": (30000, _int, "A follower that has not caught up for this long leaves the ISR."),
-    "replica.fetch.wait.max.ms": (500, _int, "Longest a follower's fetch waits at the leader for new data."),
-    "replica.fetch.max.bytes": (1048576, _int, "Bytes a follower asks for per partition per fetch."),
-    "replica.fetch.response.max.bytes": (10485760, _int, "Bytes a follower asks for per fetch."),
-    "replica.fetch.backoff.ms": (1000, _int, "Pause of a follower after a failed fetch."),
-    "replica.high.watermark.checkpoint.interval.ms": (5000, _int, "How often high watermarks are checkpointed."),
-    "offsets.topic.replication.factor": (3, _int, "Replication factor of __consumer_offsets (cluster mode)."),
-    "offsets.commit.timeout.ms": (5000, _int, "An offset commit waits this long for every in-sync replica "
-                                  "of its __consumer_offsets partition (cluster mode)."),
-    "auto.leader.rebalance.enable": (True, _bool, "The controller moves leadership back to preferred replicas."),
-    "leader.imbalance.check.interval.seconds": (300, _int, "How often the controller checks preferred leaders."),
-    "controlled.shutdown.enable": (True, _bool, "On SIGTERM, move leadership away before stopping (cluster mode)."),
-    "controlled.shutdown.timeout.ms": (30000, _int, "Longest a controlled shutdown waits for leadership to move "
-                                       "(pylog's; Kafka counts retries)."),
-    # Kafka's other topic defaults: accepted and reported as Kafka does; enforced where pylog has the feature
-    "log.message.timestamp.before.max.ms": (LONG_MAX, _int, "Reject records this much older than the broker's clock "
-                                            "(topic: message.timestamp.before.max.ms)."),
-    "log.message.timestamp.after.max.ms": (LONG_MAX, _int, "Reject records this much newer than the broker's clock "
-                                           "(topic: message.timestamp.after.max.ms)."),
-    "log.message.timestamp.difference.max.ms": (LONG_MAX, _int, "Deprecated bound on both (topic: "
-                                                "message.timestamp.difference.max.ms)."),
-    "compression.gzip.level": (-1, _int, "gzip level when a topic's compression.type recompresses to gzip."),
-    "compression.lz4.level": (9, _int, "lz4 level when a topic's compression.type recompresses to lz4."),
-    "compression.zstd.level": (3, _int, "zstd level when a topic's compression.type recompresses to zstd."),
-    "log.cleaner.min.compaction.lag.ms": (0, _int, "Accepted; pylog's cleaner compacts only sealed segments "
-                                          "(topic: min.compaction.lag.ms)."),
-    "log.cleaner.max.compaction.lag.ms": (LONG_MAX, _int, "Accepted (topic: max.compaction.lag.ms)."),
-    "unclean.leader.election.enable": (False, _bool, "Elect a replica outside the ISR when no ISR replica is live "
-                                       "(acknowledged records may be lost)."),
-    "log.preallocate": (False, _bool, "Accepted; segment files are not preallocated (topic: preallocate)."),
-    "log.message.downconversion.enable": (True, _bool, "Accepted; pylog serves record batch v2 only."),
-    "log.message.format.version": ("3.0-IV1", _str, "Accepted; pylog writes record batch v2 only."),
-    "log.local.retention.ms": (-2, _int, "Accepted; no tiered storage (topic: local.retention.ms)."),
-    "log.local.retention.bytes": (-2, _int, "Accepted; no tiered storage (topic: local.retention.bytes)."),
-}
+# Every broker setting and topic config, declared once (broker.config_def): Kafka's name, type, default,
+# limits, the topic config it is the default of, the older settings it falls back to, and its doc.
+# `None` means unset (Kafka's null default). The tables below are views of it.
+CONFIG = (ConfigDef()
+    .define('broker.id', 'int', _int, 0,
+            "This broker's id (node.id in KRaft).")
+    .define('host.name', 'string', _str, '127.0.0.1',
+            'Interface to listen on; --host overrides.')
+    .define('port', 'int', _int, 9092,
+            'Port to listen on; --port overrides.', at_least=0, at_most=65535)
+    .define('advertised.host.name', 'string', _str, None,
+            'Host name given to clients in Metadata; defaults to host.name.')
+    .define('advertised.port', 'int', _int, None,
+            'Port given to clients in Metadata; defaults to port.')
+    .define('log.dirs', 'string', _str, '/tmp/kafka-logs',
+            'Data directory; --data-dir overrides.')
+    .define('num.partitions', 'int', _int, 1,
+            'Partitions of an automatically created topic.', at_least=1)
+    .define('default.replication.factor', 'int', _int, 1,
+            'Replication factor of an automatically created topic.')
+    .define('auto.create.topics.enable', 'boolean', _bool, True,
+            'Create a topic on first Metadata/Produce request for it.')
+    .define('delete.topic.enable', 'boolean', _bool, True,
+            'Allow DeleteTopics.')
+    .define('message.max.bytes', 'int', _int, 1048588,
+            'Largest record batch accepted.', at_least=0, topic='max.message.bytes')
+    .define('socket.request.max.bytes', 'int', _int, 104857600,
+            'Largest request frame accepted.', at_least=1)
+    .define('socket.send.buffer.bytes', 'int', _int, 102400,
+            'SO_SNDBUF of client sockets (-1: OS default).')
+    .define('socket.receive.buffer.bytes', 'int', _int, 102400,
+            'SO_RCVBUF of client sockets (-1: OS default).')
+    .define('connections.max.idle.ms', 'int', _int, 600000,
+            'Close connections idle this long.')
+    .define('queued.max.request.bytes', 'int', _int, 268435456,
+            "Bytes of large requests being received or queued, broker-wide; a connection waits (not read) when they are in use (-1: no limit, Kafka's default).")
+    .define('max.connections', 'int', _int, 2147483647,
+            'Connections accepted at once; more are closed on arrival.', dynamic=True)
+    .define('max.connections.per.ip', 'int', _int, 2147483647,
+            'Connections accepted at once from one address.', dynamic=True)
+    .define('request.arrival.timeout.ms', 'int', _int, 60000,
+            "Close a connection whose request has not arrived whole in this long (pylog's; Kafka has none, so a trickling client holds its buffer).")
+    .define('max.broker.partitions', 'int', _int, None,
+            "Partitions this broker may hold (KIP-578's name); default: a quarter of the open-file limit, so the broker can always reopen its logs.")
+    .define('fetch.max.bytes', 'int', _int, 57671680,
+            'Upper bound on bytes returned by one Fetch.')
+    .define('max.incremental.fetch.session.cache.slots', 'int', _int, 1000,
+            'Incremental fetch sessions (KIP-227) kept at once.')
+    .define('min.incremental.fetch.session.eviction.ms', 'int', _int, 120000,
+            'A full session cache evicts only sessions idle this long.')
+    .define('log.segment.bytes', 'int', _int, 1073741824,
+            'Roll a segment at this size.', at_least=14, topic='segment.bytes')
+    .define('log.roll.ms', 'int', _int, None,
+            'Roll a segment this old.', at_least=1, topic='segment.ms', synonyms=('log.roll.hours',))
+    .define('log.roll.hours', 'int', _int, 168,
+            'Roll a segment this old, if log.roll.ms is unset.')
+    .define('log.roll.jitter.ms', 'int', _int, None,
+            'Random jitter subtracted from segment.ms.', topic='segment.jitter.ms', synonyms=('log.roll.jitter.hours',))
+    .define('log.roll.jitter.hours', 'int', _int, 0,
+            'Jitter in hours, if log.roll.jitter.ms is unset.')
+    .define('log.retention.ms', 'int', _int, None,
+            'Delete segments older than this; -1 keeps forever.', at_least=-1, topic='retention.ms', synonyms=('log.retention.minutes', 'log.retention.hours'))
+    .define('log.retention.minutes', 'int', _int, None,
+            'Retention in minutes, if log.retention.ms is unset.')
+    .define('log.retention.hours', 'int', _int, 168,
+            'Retention in hours, if neither of the above is set.')
+    .define('log.retention.bytes', 'int', _int, -1,
+            'Delete old segments above this partition size.', at_least=-1, topic='retention.bytes')
+    .define('log.retention.check.interval.ms', 'int', _int, 300000,
+            'How often retention is checked.', at_least=1)
+    .define('log.segment.delete.delay.ms', 'int', _int, 60000,
+            "Delay before a deleted segment's files are removed.", topic='file.delete.delay.ms')
+    .define('log.index.interval.bytes', 'int', _int, 4096,
+            'Bytes between offset index entries.', at_least=0, topic='index.interval.bytes')
+    .define('log.index.size.max.bytes', 'int', _int, 10485760,
+            'Largest offset index; a full index rolls the segment.', at_least=8, topic='segment.index.bytes')
+    .define('log.flush.interval.messages', 'int', _int, LONG_MAX,
+            'fsync after this many messages.', at_least=1, topic='flush.messages')
+    .define('log.flush.interval.ms', 'int', _int, None,
+            'fsync data older than this.', at_least=0, topic='flush.ms', synonyms=('log.flush.scheduler.interval.ms',))
+    .define('log.flush.scheduler.interval.ms', 'int', _int, LONG_MAX,
+            'How often the flusher checks log.flush.interval.ms.')
+    .define('log.flush.offset.checkpoint.interval.ms', 'int', _int, 60000,
+            'How often the recovery point is checkpointed.')
+    .define('log.cleanup.policy', 'list', _cleanup_policy, 'delete',
+            'delete, compact or compact,delete.', topic='cleanup.policy')
+    .define('log.cleaner.enable', 'boolean', _bool, True,
+            'Run the log cleaner for compacted topics.')
+    .define('log.cleaner.delete.retention.ms', 'int', _int, 86400000,
+            'How long tombstones are kept.', topic='delete.retention.ms')
+    .define('log.cleaner.min.cleanable.ratio', 'double', float, 0.5,
+            'Dirty ratio that triggers cleaning.', topic='min.cleanable.dirty.ratio')
+    .define('log.message.timestamp.type', 'string', _timestamp_type, 'CreateTime',
+            'CreateTime or LogAppendTime.', topic='message.timestamp.type')
+    .define('compression.type', 'string', _compression, 'producer',
+            'Codec batches are stored in: producer (as sent), uncompressed, gzip, snappy, lz4 or zstd (recompressed on append).', topic='compression.type')
+    .define('min.insync.replicas', 'int', _int, 1,
+            'Minimum in-sync replicas for acks=all.', at_least=1, topic='min.insync.replicas')
+    .define('num.recovery.threads.per.data.dir', 'int', _int, 1,
+            'Threads used for log recovery at start.')
+    .define('producer.id.expiration.ms', 'int', _int, 86400000,
+            "Forget idle producers' sequence state after this.")
+    .define('offsets.topic.num.partitions', 'int', _int, 50,
+            'Partitions of __consumer_offsets.')
+    .define('offsets.retention.minutes', 'int', _int, 10080,
+            'Keep committed offsets of empty groups this long.')
+    .define('offsets.topic.segment.bytes', 'int', _int, 104857600,
+            'segment.bytes of __consumer_offsets.')
+    .define('offsets.retention.check.interval.ms', 'int', _int, 600000,
+            'How often expired committed offsets are removed.')
+    .define('offset.metadata.max.bytes', 'int', _int, 4096,
+            'Largest metadata string an offset commit may carry.')
+    .define('log.cleaner.backoff.ms', 'int', _int, 15000,
+            'How often the log cleaner looks for partitions to compact.')
+    .define('group.initial.rebalance.delay.ms', 'int', _int, 3000,
+            'Wait for more members before the first rebalance.')
+    .define('group.min.session.timeout.ms', 'int', _int, 6000,
+            'Smallest session timeout a member may ask for.')
+    .define('group.max.session.timeout.ms', 'int', _int, 1800000,
+            'Largest session timeout a member may ask for.')
+    .define('zookeeper.connect', 'string', _str, None,
+            'ZooKeeper connect string (host:port[,host:port][/chroot]); set, the broker joins a cluster (cluster mode); unset runs the embedded single broker.')
+    .define('zookeeper.session.timeout.ms', 'int', _int, 18000,
+            'ZooKeeper session timeout: a broker silent this long is dead.')
+    .define('zookeeper.connection.timeout.ms', 'int', _int, None,
+            'Wait this long for a ZooKeeper session at start (default: zookeeper.session.timeout.ms).')
+    .define('controller.socket.timeout.ms', 'int', _int, 30000,
+            "The controller gives up waiting for a broker's answer after this long and sends the request again.")
+    .define('replica.lag.time.max.ms', 'int', _int, 30000,
+            'A follower that has not caught up for this long leaves the ISR.')
+    .define('replica.fetch.wait.max.ms', 'int', _int, 500,
+            "Longest a follower's fetch waits at the leader for new data.")
+    .define('replica.fetch.max.bytes', 'int', _int, 1048576,
+            'Bytes a follower asks for per partition per fetch.')
+    .define('replica.fetch.response.max.bytes', 'int', _int, 10485760,
+            'Bytes a follower asks for per fetch.')
+    .define('replica.fetch.backoff.ms', 'int', _int, 1000,
+            'Pause of a follower after a failed fetch.')
+    .define('replica.high.watermark.checkpoint.interval.ms', 'int', _int, 5000,
+            'How often high watermarks are checkpointed.')
+    .define('offsets.topic.replication.factor', 'int', _int, 3,
+            'Replication factor of __consumer_offsets (cluster mode).')
+    .define('offsets.commit.timeout.ms', 'int', _int, 5000,
+            'An offset commit waits this long for every in-sync replica of its __consumer_offsets partition (cluster mode).')
+    .define('auto.leader.rebalance.enable', 'boolean', _bool, True,
+            'The controller moves leadership back to preferred replicas.')
+    .define('leader.imbalance.check.interval.seconds', 'int', _int, 300,
+            'How often the controller checks preferred leaders.')
+    .define('controlled.shutdown.enable', 'boolean', _bool, True,
+            'On SIGTERM, move leadership away before stopping (cluster mode).')
+    .define('controlled.shutdown.timeout.ms', 'int', _int, 30000,
+            "Longest a controlled shutdown waits for leadership to move (pylog's; Kafka counts retries).")
+    .define('log.message.timestamp.before.max.ms', 'int', _int, LONG_MAX,
+            "Reject records this much older than the broker's clock.", at_least=0, topic='message.timestamp.before.max.ms')
+    .define('log.message.timestamp.after.max.ms', 'int', _int, LONG_MAX,
+            "Reject records this much newer than the broker's clock.", at_least=0, topic='message.timestamp.after.max.ms')
+    .define('log.message.timestamp.difference.max.ms', 'int', _int, LONG_MAX,
+            'Deprecated bound on both.', at_least=0, topic='message.timestamp.difference.max.ms')
+    .define('compression.gzip.level', 'int', _int, -1,
+            "gzip level when a topic's compression.type recompresses to gzip.", topic='compression.gzip.level')
+    .define('compression.lz4.level', 'int', _int, 9,
+            "lz4 level when a topic's compression.type recompresses to lz4.", topic='compression.lz4.level')
+    .define('compression.zstd.level', 'int', _int, 3,
+            "zstd level when a topic's compression.type recompresses to zstd.", topic='compression.zstd.level')
+    .define('log.cleaner.min.compaction.lag.ms', 'int', _int, 0,
+            "Accepted; pylog's cleaner compacts only sealed segments.", at_least=0, topic='min.compaction.lag.ms')
+    .define('log.cleaner.max.compaction.lag.ms', 'int', _int, LONG_MAX,
+            'Accepted.', at_least=1, topic='max.compaction.lag.ms')
+    .define('unclean.leader.election.enable', 'boolean', _bool, False,
+            'Elect a replica outside the ISR when no ISR replica is live (acknowledged records may be lost).', topic='unclean.leader.election.enable')
+    .define('log.preallocate', 'boolean', _bool, False,
+            'Accepted; segment files are not preallocated.', topic='preallocate')
+    .define('log.message.downconversion.enable', 'boolean', _bool, True,
+            'Accepted; pylog serves record batch v2 only.', topic='message.downconversion.enable')
+    .define('log.message.format.version', 'string', _str, '3.0-IV1',
+            'Accepted; pylog writes record batch v2 only.', topic='message.format.version')
+    .define('log.local.retention.ms', 'int', _int, -2,
+            'Accepted; no tiered storage.', at_least=-2, topic='local.retention.ms')
+    .define('log.local.retention.bytes', 'int', _int, -2,
+            'Accepted; no tiered storage.', at_least=-2, topic='local.retention.bytes')
+    .define_topic('follower.replication.throttled.replicas', 'string', _str, '',
+                  'Accepted; replication throttles are not implemented.')
+    .define_topic('leader.replication.throttled.replicas', 'string', _str, '',
+                  'Accepted; replication throttles are not implemented.')
+    .define_topic('remote.storage.enable', 'boolean', _bool, False, 'Accepted; no tiered storage.')
+    .define_topic('remote.log.copy.disable', 'boolean', _bool, False, 'Accepted; no tiered storage.')
+    .define_topic('remote.log.delete.on.disable', 'boolean', _bool, False, 'Accepted; no tiered storage.')
+)
 
+BROKER_SETTINGS: dict[str, tuple[Any, Callable[[Any], Any], str]] = {k.name: (k.default, k.parse, k.doc) for k in CONFIG}
 # Topic-level config name -> the broker setting it defaults from.
-TOPIC_TO_BROKER_KEY: dict[str, str] = {
-    "cleanup.policy": "log.cleanup.policy",
-    "compression.type": "compression.type",
-    "delete.retention.ms": "log.cleaner.delete.retention.ms",
-    "file.delete.delay.ms": "log.segment.delete.delay.ms",
-    "flush.messages": "log.flush.interval.messages",
-    "flush.ms": "log.flush.interval.ms",
-    "index.interval.bytes": "log.index.interval.bytes",
-    "max.message.bytes": "message.max.bytes",
-    "message.timestamp.type": "log.message.timestamp.type",
-    "min.cleanable.dirty.ratio": "log.cleaner.min.cleanable.ratio",
-    "min.insync.replicas": "min.insync.replicas",
-    "retention.bytes": "log.retention.bytes",
-    "retention.ms": "log.retention.ms",
-    "segment.bytes": "log.segment.bytes",
-    "segment.index.bytes": "log.index.size.max.bytes",
-    "segment.jitter.ms": "log.roll.jitter.ms",
-    "segment.ms": "log.roll.ms",
-    "message.timestamp.before.max.ms": "log.message.timestamp.before.max.ms",
-    "message.timestamp.after.max.ms": "log.message.timestamp.after.max.ms",
-    "message.timestamp.difference.max.ms": "log.message.timestamp.difference.max.ms",
-    "compression.gzip.level": "compression.gzip.level",
-    "compression.lz4.level": "compression.lz4.level",
-    "compression.zstd.level": "compression.zstd.level",
-    "min.compaction.lag.ms": "log.cleaner.min.compaction.lag.ms",
-    "max.compaction.lag.ms": "log.cleaner.max.compaction.lag.ms",
-    "unclean.leader.election.enable": "unclean.leader.election.enable",
-    "preallocate": "log.preallocate",
-    "message.downconversion.enable": "log.message.downconversion.enable",
-    "message.format.version": "log.message.format.version",
-    "local.retention.ms": "log.local.retention.ms",
-    "local.retention.bytes": "log.local.retention.bytes",
-}
-# Topic configs with no broker setting behind them: (default, parser); accepted and reported as Kafka
-# does (replication throttles and tiered storage do not exist in a one-broker pylog).
-TOPIC_ONLY: dict[str, tuple[Any, Callable[[Any], Any]]] = {
-    "follower.replication.throttled.replicas": ("", _str),
-    "leader.replication.throttled.replicas": ("", _str),
-    "remote.storage.enable": (False, _bool),
-    "remote.log.copy.disable": (False, _bool),
-    "remote.log.delete.on.disable": (False, _bool),
-}
+TOPIC_TO_BROKER_KEY: dict[str, str] = CONFIG.topic_to_broker()
+# Topic configs with no broker setting behind them: (default, parser); accepted and reported as Kafka does.
+TOPIC_ONLY: dict[str, tuple[Any, Callable[[Any], Any]]] = {t: (k.default, k.parse) for t, k in CONFIG.topic_only.items()}
 TOPIC_KEYS: frozenset[str] = frozenset(TOPIC_TO_BROKER_KEY) | frozenset(TOPIC_ONLY)
 # TopicConfig fields that topic_defaults() resolves by hand (synonym chains, parsing); the others copy their setting
 _DERIVED_TOPIC_FIELDS = frozenset({
@@ -228,16 +273,10 @@ def render_setting(value: Any) -> str | None:
 
 
 # Broker settings that may change while the broker runs (Kafka's dynamic broker configs, KIP-226): the
-# topic defaults (each topic config's primary broker synonym) and the connection limits.
-DYNAMIC_BROKER_KEYS: frozenset[str] = frozenset(TOPIC_TO_BROKER_KEY.values()) | {"max.connections",
-                                                                                  "max.connections.per.ip"}
+# topic defaults and those declared dynamic.
+DYNAMIC_BROKER_KEYS: frozenset[str] = CONFIG.dynamic_keys()
 # Kafka's synonym chains: a setting and the older ones it falls back to, in order.
-BROKER_SYNONYMS: dict[str, tuple[str, ...]] = {
-    "log.retention.ms": ("log.retention.ms", "log.retention.minutes", "log.retention.hours"),
-    "log.roll.ms": ("log.roll.ms", "log.roll.hours"),
-    "log.flush.interval.ms": ("log.flush.interval.ms", "log.flush.scheduler.interval.ms"),
-    "log.roll.jitter.ms": ("log.roll.jitter.ms", "log.roll.jitter.hours"),
-}
+BROKER_SYNONYMS: dict[str, tuple[str, ...]] = CONFIG.synonyms()
 # Kafka's ConfigSource codes, as DescribeConfigs reports them.
 SOURCE_DYNAMIC_BROKER, SOURCE_DYNAMIC_DEFAULT, SOURCE_STATIC, SOURCE_DEFAULT = 2, 3, 4, 5
 DYNAMIC_SCOPES = ("broker", "default")     # `<broker.id>` and the cluster-wide default ("")
@@ -311,49 +350,18 @@ class TopicConfig:
         return dataclasses.replace(self, overrides=merged, **values)
 
 
-_TOPIC_PARSERS: dict[str, Callable[[Any], Any]] = {
-    "cleanup.policy": _cleanup_policy,
-    "compression.type": _compression,
-    "message.timestamp.type": _timestamp_type,
-    "min.cleanable.dirty.ratio": float,
-    "unclean.leader.election.enable": _bool,
-    "preallocate": _bool,
-    "message.downconversion.enable": _bool,
-    "message.format.version": _str,
-    **{name: parser for name, (_, parser) in TOPIC_ONLY.items()},
-}
-_TOPIC_MINIMUMS: dict[str, int] = {
-    "segment.bytes": 14,
-    "segment.ms": 1,
-    "index.interval.bytes": 0,
-    "max.message.bytes": 0,
-    "flush.messages": 1,
-    "flush.ms": 0,
-    "segment.index.bytes": 8,
-    "retention.ms": -1,
-    "retention.bytes": -1,
-    "min.insync.replicas": 1,
-    "message.timestamp.before.max.ms": 0,
-    "message.timestamp.after.max.ms": 0,
-    "message.timestamp.difference.max.ms": 0,
-    "min.compaction.lag.ms": 0,
-    "max.compaction.lag.ms": 1,
-    "local.retention.ms": -2,
-    "local.retention.bytes": -2,
-}
-
-
 def parse_topic_value(name: str, raw: Any) -> Any:
     """Parse and range-check one topic-level value; InvalidConfigError names the key and the problem."""
-    parser = _TOPIC_PARSERS.get(name, int)
+    key = CONFIG.topic_key(name)
+    parser = key.parse if key is not None else _int
     try:
         value = parser(raw)
     except (TypeError, ValueError) as e:
-        why = "Not a number of type LONG" if parser is int else str(e)    # Kafka's wording
+        why = "Not a number of type LONG" if parser is _int else str(e)    # Kafka's wording
         raise InvalidConfigError(f"Invalid value {raw} for configuration {name}: {why}") from None
-    minimum = _TOPIC_MINIMUMS.get(name)
-    if minimum is not None and value < minimum:
-        raise InvalidConfigError(f"Invalid value {raw!r} for configuration {name}: must be at least {minimum}")
+    problem = key.problem(value) if key is not None else None
+    if problem is not None:
+        raise InvalidConfigError(f"Invalid value {raw!r} for configuration {name}: {problem}")
     return value
 
 
@@ -422,6 +430,9 @@ class BrokerConfig:
             except (TypeError, ValueError) as e:
                 why = "Not a number of type INT" if parser is _int else str(e)    # Kafka's wording
                 raise InvalidRequestError(f"Invalid value {raw} for configuration {key}: {why}") from None
+            problem = CONFIG[key].problem(parsed[key])
+            if problem is not None:
+                raise InvalidRequestError(f"Invalid value {raw} for configuration {key}: {problem}")
         if not check_only:
             self._dynamic[scope] = parsed
 
@@ -445,20 +456,13 @@ class BrokerConfig:
         return out
 
     def validate(self) -> None:
-        v = self._values
-        checks = [
-            ("port", 0 <= v["port"] <= 65535, "must be between 0 and 65535"),
-            ("num.partitions", v["num.partitions"] >= 1, "must be at least 1"),
-            ("log.segment.bytes", v["log.segment.bytes"] >= 14, "must be at least 14"),
-            ("message.max.bytes", v["message.max.bytes"] >= 0, "must not be negative"),
-            ("socket.request.max.bytes", v["socket.request.max.bytes"] >= 1, "must be at least 1"),
-            ("log.index.interval.bytes", v["log.index.interval.bytes"] >= 0, "must not be negative"),
-            ("log.flush.interval.messages", v["log.flush.interval.messages"] >= 1, "must be at least 1"),
-            ("log.retention.check.interval.ms", v["log.retention.check.interval.ms"] >= 1, "must be at least 1"),
-        ]
-        for key, ok, why in checks:
-            if not ok:
-                raise InvalidConfigError(f"Invalid value {v[key]!r} for broker setting {key}: {why}")
+        """Every setting within its declared limits (the same limits its topic config has)."""
+        for key in CONFIG:
+            problem = key.problem(self._values[key.name])
+            if problem is not None:
+                why = "must not be negative" if problem == "must be at least 0" else problem
+                raise InvalidConfigError(f"Invalid value {self._values[key.name]!r} for broker setting {key.name}: "
+                                         f"{why}")
 
     # Derived values, resolved the way Kafka resolves them.
     @property
@@ -525,3 +529,21 @@ class BrokerConfig:
         )
 
 
+
+
+SETTINGS_INTRO = ("Every setting of `pylog broker` (server.properties, `--set key=value`), generated from its one "
+                  "declaration in `broker/config.py` (`CONFIG`): `python -m broker.config > docs/SETTINGS.md`. Names, "
+                  "types and defaults are Kafka's; a dynamic setting may also be changed while the broker runs, "
+                  "per broker or cluster-wide (AlterConfigs or IncrementalAlterConfigs, as Kafka's kafka-configs "
+                  "--entity-type brokers sends them); a broker setting with a topic config is that topic config's default, with the same limits.")
+
+
+def settings_page() -> str:
+    """docs/SETTINGS.md: every setting, from CONFIG."""
+    from broker.config_def import settings_page as page
+
+    return page(CONFIG, "Broker settings", SETTINGS_INTRO)
+
+
+if __name__ == "__main__":
+    print(settings_page(), end="")
