@@ -84,10 +84,10 @@ def test_stream_to_delta_keeps_exactly_once_across_leader_kills(cluster: LocalCl
         wait_for(lambda: job.poll() is not None or table_versions(table) > 2, 180, "the job's first commits")
         assert job.poll() is None, _tail(job_log)
         first = _kill_leader_and_restart(cluster, topic, 0, producer, table)
-        wait_full_isr(cluster.bootstrap, topic, PARTITIONS)
+        wait_full_isr(cluster.bootstrap, topic, PARTITIONS, timeout_s=90)   # a restarted broker catches up
         # the second kill: the leader of another partition when the first victim leads nothing else
         second = _kill_leader_and_restart(cluster, topic, 1, producer, table)
-        wait_full_isr(cluster.bootstrap, topic, PARTITIONS)
+        wait_full_isr(cluster.bootstrap, topic, PARTITIONS, timeout_s=90)
         producer.finish()
         ends = end_offsets(cluster.bootstrap, [topic])
         assert sum(ends.values()) == producer.sent

@@ -8,7 +8,7 @@ import threading
 from pathlib import Path
 from typing import Any
 
-from confluent_kafka import Producer
+from confluent_kafka import KafkaException, Producer
 from confluent_kafka.admin import AdminClient, NewTopic
 
 from pylog.launch.local_cluster import LocalCluster
@@ -25,18 +25,31 @@ def partition_meta(bootstrap: str, topic: str) -> dict[int, Any]:
     return dict(md.topics[topic].partitions)
 
 
+def _meta_or_none(bootstrap: str, topic: str) -> dict[int, Any] | None:
+    """partition_meta, or None when the lookup timed out: a broker that has just restarted holds client requests
+    until the controller has spoken to it (broker.connection.CLUSTER_READY_WAIT_S), so a lookup that lands
+    there says nothing yet; the waits below poll again instead of failing."""
+    try:
+        return partition_meta(bootstrap, topic)
+    except KafkaException:
+        return None
+
+
 def leader(bootstrap: str, topic: str, partition: int = 0) -> int:
     """The partition's leader, once it has one (an election may be under way)."""
     def found() -> tuple[int] | None:         # a tuple: broker 0 is a leader too
-        current = int(partition_meta(bootstrap, topic)[partition].leader)
+        meta = _meta_or_none(bootstrap, topic)
+        current = int(meta[partition].leader) if meta is not None and partition in meta else -1
         return (current,) if current >= 0 else None
     return wait_for(found, 15, f"a leader of {topic}-{partition}")[0]
 
 
 def wait_full_isr(bootstrap: str, topic: str, partitions: int, replicas: int = 3, timeout_s: float = 30) -> None:
-    wait_for(lambda: all(len(m.isrs) == replicas and m.leader >= 0
-                         for m in partition_meta(bootstrap, topic).values()) and
-             len(partition_meta(bootstrap, topic)) == partitions, timeout_s, f"all of {topic}'s replicas in sync")
+    def in_sync() -> bool:
+        meta = _meta_or_none(bootstrap, topic)
+        return meta is not None and len(meta) == partitions and \
+            all(len(m.isrs) == replicas and m.leader >= 0 for m in meta.values())
+    wait_for(in_sync, timeout_s, f"all of {topic}'s replicas in sync")
 
 
 def log_bytes(c: LocalCluster, broker: int, topic: str, partition: int) -> bytes:
