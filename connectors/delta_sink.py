@@ -51,6 +51,7 @@ from connectors.delta_commit import (
 from connectors.orphans import remove_uncommitted
 from connectors.parquet_files import remove_files, write_files
 from connectors.spark_checkpoint import kafka_position
+from sparklog.errors import UserError, in_one_line
 from sparklog.offsets import PartitionOffsets, TopicPartition, from_json, to_json
 from sparklog.options import OptionError, check_known
 
@@ -59,7 +60,7 @@ log = logging.getLogger(__name__)
 _BOOL = {"true": True, "false": False}
 
 
-class SinkOptionError(ValueError):
+class SinkOptionError(UserError, ValueError):
     pass
 
 
@@ -204,6 +205,7 @@ def _checked(opts: SinkOptions) -> SinkOptions:
     return opts
 
 
+@in_one_line
 class DeltaStreamWriter(DataSourceStreamArrowWriter):
     def __init__(self, opts: SinkOptions, schema: StructType) -> None:
         self.opts = _checked(opts)
@@ -229,6 +231,7 @@ class DeltaStreamWriter(DataSourceStreamArrowWriter):
         remove_files(self.opts.path, _files_of(messages))
 
 
+@in_one_line
 class DeltaBatchWriter(DataSourceArrowWriter):
     def __init__(self, opts: SinkOptions, schema: StructType, overwrite: bool) -> None:
         self.opts = _checked(opts)
@@ -258,6 +261,7 @@ class DeltaBatchWriter(DataSourceArrowWriter):
         remove_uncommitted(self.opts.path, self.opts.write_id, self.began_after)
 
 
+@in_one_line
 class DeltaSinkDataSource(DataSource):
     @classmethod
     def name(cls) -> str:

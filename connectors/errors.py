@@ -4,8 +4,10 @@ Owns the wording users see when a commit cannot be made. Never decides anything.
 """
 from __future__ import annotations
 
+from sparklog.errors import UserError
 
-class DeltaSinkError(RuntimeError):
+
+class DeltaSinkError(UserError, RuntimeError):
     """A Delta commit of the sink could not be made; the message names the table and version."""
 
     def __init__(self, table: str, message: str, version: int | None = None) -> None:

@@ -12,6 +12,7 @@ from typing import Iterator, Sequence
 import pyarrow as pa
 from pyspark.sql.datasource import DataSourceReader, InputPartition
 
+from sparklog.errors import in_one_line
 from sparklog.executor import read_task
 from sparklog.offset_reader import OffsetReader
 from sparklog.offsets import format_tp
@@ -22,6 +23,7 @@ from sparklog.reader_settings import ReaderSettings
 log = logging.getLogger(__name__)
 
 
+@in_one_line
 class PylogBatchReader(DataSourceReader):
     def __init__(self, opts: ReadOptions) -> None:
         self.opts = opts

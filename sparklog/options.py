@@ -14,6 +14,7 @@ from dataclasses import dataclass, field
 from typing import Literal, Mapping, Optional
 
 from sparklog import offsets as off
+from sparklog.errors import UserError
 from sparklog.schema import (
     DEFAULT_FETCH_OFFSET_RETRIES,
     DEFAULT_FETCH_OFFSET_RETRY_MS,
@@ -53,7 +54,7 @@ JAVA_ONLY_KAFKA_SETTINGS = frozenset({
 })
 
 
-class OptionError(ValueError):
+class OptionError(UserError, ValueError):
     """A bad option: the message names the option and what is allowed (Spark's wording where it has one)."""
 
 

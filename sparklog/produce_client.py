@@ -27,6 +27,7 @@ from typing import Any, Optional
 from kio.schema.errors import ErrorCode
 
 from kafka_protocol.topic_partition import TopicPartition
+from sparklog.errors import UserError
 from kafka_protocol.api_keys import ApiKey
 from kafka_protocol.client_codec import init_producer_id_request
 from kafka_protocol.produce_codec import encode_produce_request
@@ -75,7 +76,7 @@ class ProducerConfig:
                             request_timeout_ms=self.request_timeout_ms)
 
 
-class ProduceError(RuntimeError):
+class ProduceError(UserError, RuntimeError):
     """Records of one topic-partition could not be delivered; the message says why."""
 
     def __init__(self, topic: str, partition: int, message: str, code: int = -1) -> None:

@@ -14,10 +14,12 @@ from pyspark.sql.datasource import (
 )
 from pyspark.sql.types import StructType
 
+from sparklog.errors import in_one_line
 from sparklog.options import OptionError, parse_batch_options, parse_bool, parse_stream_options, parse_write_options
 from sparklog.schema import FORMAT_NAME, spark_schema
 
 
+@in_one_line
 class PylogDataSource(DataSource):
     """`format("pylog")`: Spark's Kafka connector options and schema, over confluent-kafka."""
 

@@ -30,7 +30,7 @@ from pyspark.sql.streaming.datasource import (
 
 from sparklog import client_configs
 from sparklog import offsets as off
-from sparklog.errors import report_data_loss
+from sparklog.errors import report_data_loss, in_one_line
 from sparklog.executor import read_task
 from sparklog.log_changes import LogChange, find_changes, resume_offsets
 from sparklog.offset_reader import OffsetReader
@@ -43,6 +43,7 @@ from sparklog.reader_settings import ReaderSettings
 log = logging.getLogger(__name__)
 
 
+@in_one_line
 class PylogStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
     def __init__(self, opts: ReadOptions) -> None:
         self.opts = opts

@@ -27,6 +27,7 @@ from pyspark.sql.datasource import DataSourceArrowWriter, DataSourceStreamArrowW
 from pyspark.sql.types import ArrayType, BinaryType, IntegerType, StringType, StructType
 
 from sparklog import client_configs
+from sparklog.errors import in_one_line
 from sparklog.kafka_log import with_logger
 from sparklog.native_sink import NativeTaskProducer
 from sparklog.options import OptionError, WriteOptions, native_producer
@@ -168,6 +169,7 @@ def check_destination(opts: WriteOptions) -> None:
         client.close()
 
 
+@in_one_line
 class PylogBatchWriter(DataSourceArrowWriter):
     def __init__(self, opts: WriteOptions, schema: StructType, overwrite: bool) -> None:
         if overwrite:
@@ -187,6 +189,7 @@ class PylogBatchWriter(DataSourceArrowWriter):
         log.info("pylog sink: wrote %d record(s) in %d task(s)", total, len(messages))
 
 
+@in_one_line
 class PylogStreamWriter(DataSourceStreamArrowWriter):
     def __init__(self, opts: WriteOptions, schema: StructType) -> None:
         check_input_schema(schema, opts.topic)

@@ -117,3 +117,26 @@ def test_ctrl_c_in_reprocess_prints_one_line_and_leaves_no_files(pylog_broker, t
     assert "Traceback" not in out
     assert not list(target.glob("part-*.parquet")), "the cancelled write's files were removed"
     assert DeltaTable(str(target)).version() == 1 and not DeltaTable(str(target)).file_uris()
+
+
+def test_a_pyspark_users_mistake_is_a_short_error_ending_in_its_cause(spark, tmp_path):
+    """Plain PySpark: Spark wraps a data source's error in its own line; what follows is the error's one line
+    (the option and the closest name, the address that cannot be reached), not our traceback."""
+    reads = {
+        "Unknown option 'startingoffset' for the pylog source: did you mean 'startingOffsets'?":
+            lambda: spark.read.format("pylog").option("kafka.bootstrap.servers", f"127.0.0.1:{free_port()}")
+            .option("subscribe", "t").option("startingOffset", "earliest").load().count(),
+        "cannot reach any Kafka broker in kafka.bootstrap.servers=":
+            lambda: spark.read.format("pylog").option("kafka.bootstrap.servers", f"127.0.0.1:{free_port()}")
+            .option("subscribe", "t").load().count(),
+        "did you mean 'appId'":
+            lambda: spark.range(3).write.format("pylog-delta").option("path", str(tmp_path / "t"))
+            .option("appID2", "x").mode("append").save(),
+    }
+    for cause, mistake in reads.items():
+        started = time.monotonic()
+        with pytest.raises(Exception) as failed:
+            mistake()
+        lines = [ln for ln in str(failed.value).splitlines() if ln.strip()]
+        assert len(lines) <= 6 and any(cause in ln for ln in lines), "\n".join(lines)
+        assert time.monotonic() - started < 30

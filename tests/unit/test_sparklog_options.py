@@ -207,3 +207,34 @@ def test_an_unreachable_bootstrap_server_fails_in_seconds_naming_it():
         check_reachable(f"127.0.0.1:{port},127.0.0.1:{listening.getsockname()[1]}", timeout_s=1.0)
     finally:
         listening.close()
+
+
+def test_a_user_error_leaves_an_entry_point_without_our_frames_and_a_bug_keeps_them():
+    import traceback
+
+    from sparklog.errors import UserError, in_one_line
+
+    def deep() -> None:
+        raise OptionError("option 'x' must be a number, got 'y'")
+
+    @in_one_line
+    class Source:
+        def reader(self) -> None:
+            deep()
+
+        def read(self, bug: bool):
+            yield 1
+            if bug:
+                raise KeyError("a bug")
+            deep()
+
+    with pytest.raises(UserError) as one:
+        Source().reader()
+    frames = traceback.extract_tb(one.value.__traceback__)
+    assert [f.name for f in frames][1:] == ["call"], frames          # the caller, then neither reader nor deep
+    with pytest.raises(OptionError) as gen:
+        list(Source().read(False))
+    assert "deep" not in [f.name for f in traceback.extract_tb(gen.value.__traceback__)]
+    with pytest.raises(KeyError) as bug:
+        list(Source().read(True))
+    assert "read" in [f.name for f in traceback.extract_tb(bug.value.__traceback__)]
