@@ -214,3 +214,16 @@ class OffsetNotAvailableError(KafkaError):
     ListOffsets with this (retriable) rather than an offset that could go backwards."""
 
     code = ErrorCode.offset_not_available
+
+
+class InvalidTxnStateError(KafkaError):
+    """A produce or marker that the producer's transaction state forbids (KIP-98), or a transactional
+    produce to a partition not yet added to the transaction (KIP-890 part 1)."""
+
+    code = ErrorCode.invalid_txn_state
+
+
+class TransactionCoordinatorFencedError(KafkaError):
+    """A transaction marker from a coordinator older than one this partition has seen."""
+
+    code = ErrorCode.transaction_coordinator_fenced

@@ -45,7 +45,8 @@ class PartitionData:
     last_stable_offset: int = -1
     log_start_offset: int = -1
     records: FileRegion | bytes | None = None
-    aborted_transactions_null: bool = True    # read_uncommitted: Kafka sends null, read_committed: []
+    aborted_transactions_null: bool = True    # read_uncommitted: Kafka sends null, read_committed: a list
+    aborted_transactions: Sequence[tuple[int, int]] = ()   # (producer id, first offset), read_committed
 
 
 def _string(s: str, flexible: bool) -> bytes:
@@ -88,8 +89,15 @@ def encode_fetch_response(
             head += _PARTITION_HEAD.pack(p.index, p.error_code, p.high_watermark, p.last_stable_offset, p.log_start_offset)
             if version < 5:
                 del head[-8:]  # log start offset: v5+
-            # aborted transactions: none (no transactions); null for read_uncommitted, as Kafka
-            head += _array_len(-1 if p.aborted_transactions_null else 0, flexible)
+            # aborted transactions: null for read_uncommitted, as Kafka
+            if p.aborted_transactions_null:
+                head += _array_len(-1, flexible)
+            else:
+                head += _array_len(len(p.aborted_transactions), flexible)
+                for producer_id, first_offset in p.aborted_transactions:
+                    head += _ABORTED.pack(producer_id, first_offset)
+                    if flexible:
+                        head += b"\x00"
             if version >= 11:
                 head += _I32.pack(-1)  # preferred read replica
             n = records_length(p.records)

@@ -52,8 +52,9 @@ def _read_all(ctx: BrokerContext, fc: FetchContext, max_bytes: int, read_uncommi
                 limit = None
             else:
                 plog = ctx.replicas.leader_log(topic, partition, w.leader_epoch)
-                limit = plog.high_watermark
-            pd.high_watermark = pd.last_stable_offset = plog.high_watermark
+                limit = plog.high_watermark if read_uncommitted else plog.last_stable_offset
+            pd.high_watermark = plog.high_watermark
+            pd.last_stable_offset = plog.last_stable_offset
             pd.log_start_offset = plog.log_start_offset
             budget = min(w.max_bytes, max_bytes - total)
             pd.records = b""
@@ -62,6 +63,10 @@ def _read_all(ctx: BrokerContext, fc: FetchContext, max_bytes: int, read_uncommi
                 if region.length:
                     pd.records = region
                     total += region.length
+                    if not read_uncommitted:
+                        upper = plog.fetch_upper_bound(region)
+                        pd.aborted_transactions = [(a.producer_id, a.first_offset) for a in
+                                                   plog.aborted_transactions(w.fetch_offset, upper)]
         except Exception as e:  # noqa: BLE001
             # as Kafka: an errored partition has no watermarks and an empty (not null) record set; its
             # aborted transactions are [] when the partition is unknown, else as for any partition

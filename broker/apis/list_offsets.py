@@ -14,13 +14,18 @@ LATEST, EARLIEST, MAX_TIMESTAMP = -1, -2, -3
 
 
 def _lookup(ctx: BrokerContext, topic: str, partition: int, timestamp: int, version: int, leader_epoch: int,
-            replica_id: int) -> dict[str, Any]:
+            replica_id: int, read_committed: bool) -> dict[str, Any]:
     plog = ctx.replicas.leader_log(topic, partition, leader_epoch)
     if replica_id < 0:
         ctx.replicas.check_offsets_available(topic, partition)
+    # what a consumer may read: below the last stable offset (read_committed) or the high watermark;
+    # a follower reads to the log end (Kafka's rules)
+    if replica_id >= 0:
+        fetchable = plog.log_end_offset
+    else:
+        fetchable = plog.last_stable_offset if read_committed else plog.high_watermark
     if timestamp == LATEST:
-        # a consumer's latest is the high watermark; a follower's the log end (Kafka's rule)
-        return {"timestamp": -1, "offset": plog.log_end_offset if replica_id >= 0 else plog.high_watermark}
+        return {"timestamp": -1, "offset": fetchable}
     if timestamp == EARLIEST:
         return {"timestamp": -1, "offset": plog.log_start_offset}
     if timestamp == MAX_TIMESTAMP and version >= 7:
@@ -29,7 +34,7 @@ def _lookup(ctx: BrokerContext, topic: str, partition: int, timestamp: int, vers
     if timestamp < 0:
         raise InvalidRequestError(f"Unsupported ListOffsets timestamp {timestamp}")
     found = plog.offset_for_timestamp(timestamp)
-    if found is None:
+    if found is None or found[0] >= fetchable:
         return {"timestamp": -1, "offset": -1}
     offset, ts = found
     return {"timestamp": ts, "offset": offset}
@@ -38,13 +43,14 @@ def _lookup(ctx: BrokerContext, topic: str, partition: int, timestamp: int, vers
 def handle(ctx: BrokerContext, req: Request) -> Any:
     topics = []
     replica_id = field(req.body, "replica_id", -1)
+    read_committed = field(req.body, "isolation_level", 0) == 1
     for t in req.body.topics:
         parts = []
         for p in t.partitions:
             entry: dict[str, Any] = {"partition_index": p.partition_index, "error_code": ErrorCode.none, "leader_epoch": -1}
             try:
                 entry.update(_lookup(ctx, t.name, p.partition_index, p.timestamp, req.api_version,
-                                     field(p, "current_leader_epoch", -1), replica_id))
+                                     field(p, "current_leader_epoch", -1), replica_id, read_committed))
                 entry["leader_epoch"] = ctx.replicas.leader_epoch(t.name, p.partition_index)
             except Exception as e:  # noqa: BLE001
                 entry["error_code"], _ = error_result(e)

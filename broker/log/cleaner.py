@@ -3,10 +3,12 @@
 Owns: choosing which compacted partition to clean (dirty ratio against min.cleanable.dirty.ratio,
 checked every log.cleaner.backoff.ms), building the key -> latest offset map of the dirty section,
 rewriting the sealed segments keeping only the latest record per key (records without a key are
-dropped, tombstones are dropped once older than delete.retention.ms), merging small cleaned
+dropped, tombstones are dropped once older than delete.retention.ms, records of aborted
+transactions are dropped and never count as a key's latest), merging small cleaned
 segments up to segment.bytes, and completing an interrupted swap at startup (`recover_swaps`).
 
-Invariants: the active segment is never touched; offsets are preserved (a compacted log has gaps);
+Invariants: the active segment is never touched, nor any segment reaching the last stable offset
+(an undecided transaction's records are neither latest nor dropped); markers stay; offsets are preserved (a compacted log has gaps);
 a batch whose records all survive is copied byte for byte, others are re-encoded uncompressed with
 their producer fields kept. Crash safety: the cleaned file is fsync'd as `<base>.log.cleaned`, then
 renamed to `<base>.log.swap` (the commit point) before the old segments are retired; startup turns
@@ -21,7 +23,7 @@ import logging
 import os
 from dataclasses import dataclass
 from pathlib import Path
-from broker.log.constants import INDEX_SUFFIX, LOG_SUFFIX, TIME_INDEX_SUFFIX, offset_file_name
+from broker.log.constants import INDEX_SUFFIX, LOG_SUFFIX, TIME_INDEX_SUFFIX, TXN_INDEX_SUFFIX, offset_file_name
 from kafka_protocol.record_batch import INT32_MAX
 from broker.log.fileutil import fsync_dir, remove_quietly
 from broker.log.log_manager import LogManager, parse_partition_dir
@@ -29,6 +31,8 @@ from broker.log.partition_log import PartitionLog
 from broker.log.batch_scan import iter_headers
 from kafka_protocol.record_builder import decode_records, encode_batch
 from broker.log.segment import LogSegment
+from broker.log.transaction_index import AbortedTxn
+from kafka_protocol.record_batch import BatchHeader
 
 log = logging.getLogger(__name__)
 
@@ -104,12 +108,17 @@ class LogCleaner:
         """Compact every sealed segment of `plog` against the keys of its dirty section."""
         key = (plog.topic, plog.partition)
         first_dirty = self._first_dirty.get(key, -1)
-        sealed = list(plog.segments[:-1])
-        end_offset = plog.active_segment.base_offset
+        stable = plog.last_stable_offset
+        segments = list(plog.segments)
+        sealed = [seg for seg, nxt in zip(segments, segments[1:]) if nxt.base_offset <= stable]
+        if not sealed:
+            return CleanResult(plog.name, len(segments), len(segments), plog.size_in_bytes(), plog.size_in_bytes(), 0)
+        end_offset = segments[len(sealed)].base_offset
         before = (len(plog.segments), plog.size_in_bytes())
-        latest = self._offset_map(sealed, first_dirty)
+        aborted = plog.aborted_transactions(sealed[0].base_offset, end_offset)
+        latest = self._offset_map(sealed, first_dirty, aborted)
         horizon = now_ms - plog.config.delete_retention_ms
-        cleaned = [self._clean_segment(plog, seg, latest, horizon) for seg in sealed]
+        cleaned = [self._clean_segment(plog, seg, latest, horizon, aborted) for seg in sealed]
         for group in self._groups(cleaned, plog.config.segment_bytes):
             self._swap_group(plog, group)
         self._first_dirty[key] = end_offset
@@ -117,11 +126,11 @@ class LogCleaner:
         return CleanResult(plog.name, before[0], len(plog.segments), before[1], plog.size_in_bytes(), removed)
 
     @staticmethod
-    def _offset_map(sealed: list[LogSegment], first_dirty: int) -> dict[bytes, int]:
+    def _offset_map(sealed: list[LogSegment], first_dirty: int, aborted: list[AbortedTxn]) -> dict[bytes, int]:
         latest: dict[bytes, int] = {}
         for seg in sealed:
             for h in seg.iter_headers():
-                if h.last_offset < first_dirty or h.is_control:
+                if h.last_offset < first_dirty or h.is_control or _is_aborted(h, aborted):
                     continue
                 for r in decode_records(seg.read_batch(h)):
                     if r.key is not None and r.offset >= first_dirty:
@@ -129,13 +138,17 @@ class LogCleaner:
         return latest
 
     @staticmethod
-    def _clean_segment(plog: PartitionLog, seg: LogSegment, latest: dict[bytes, int], horizon: int) -> _Cleaned:
+    def _clean_segment(plog: PartitionLog, seg: LogSegment, latest: dict[bytes, int], horizon: int,
+                       aborted: list[AbortedTxn]) -> _Cleaned:
         """Write the records of `seg` that survive into `<base>.log.cleaned`."""
         path = plog.directory / (offset_file_name(seg.base_offset, LOG_SUFFIX) + CLEANED_SUFFIX)
         out = _Cleaned(seg, path)
         fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644)
         try:
             for h in seg.iter_headers():
+                if _is_aborted(h, aborted):
+                    out.removed += h.records_count
+                    continue
                 raw = seg.read_batch(h)
                 if h.is_control:
                     out.size += os.write(fd, raw)
@@ -224,8 +237,17 @@ def _complete_swap(part_dir: Path, swap: Path) -> None:
         if stem.isdigit() and base <= int(stem) <= last:
             for suffix in (LOG_SUFFIX, INDEX_SUFFIX, TIME_INDEX_SUFFIX):
                 remove_quietly(part_dir / offset_file_name(int(stem), suffix))
+            if int(stem) != base:       # the aborted transactions those segments held are cleaned away
+                remove_quietly(part_dir / offset_file_name(int(stem), TXN_INDEX_SUFFIX))
     for suffix in (INDEX_SUFFIX, TIME_INDEX_SUFFIX):
         remove_quietly(part_dir / offset_file_name(base, suffix))
     os.replace(swap, part_dir / offset_file_name(base, LOG_SUFFIX))
     fsync_dir(part_dir)
     log.warning("%s: completed an interrupted log cleaner swap at offset %d", part_dir.name, base)
+
+
+def _is_aborted(h: BatchHeader, aborted: list[AbortedTxn]) -> bool:
+    """Whether a transactional data batch belongs to one of the `aborted` transactions."""
+    if not h.is_transactional or h.is_control:
+        return False
+    return any(a.producer_id == h.producer_id and a.first_offset <= h.base_offset <= a.last_offset for a in aborted)

@@ -11,6 +11,7 @@ LOG_SUFFIX = ".log"
 INDEX_SUFFIX = ".index"
 TIME_INDEX_SUFFIX = ".timeindex"
 SNAPSHOT_SUFFIX = ".snapshot"
+TXN_INDEX_SUFFIX = ".txnindex"   # aborted transactions whose abort marker is in the segment
 DELETED_SUFFIX = ".deleted"       # appended to a file name when its segment is deleted
 TMP_SUFFIX = ".tmp"               # atomic-write staging files; removed at startup
 OFFSET_DIGITS = 20                # file names are the zero-padded 20-digit base offset

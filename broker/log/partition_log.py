@@ -6,7 +6,9 @@ timestamp, log start offset (DeleteRecords, persisted in `log-start-offset.check
 loading and recovery at startup, producer state snapshots. For replication (Kafka's UnifiedLog):
 the leader epoch of each batch and the `leader-epoch-checkpoint` (`leader_epochs`), appends of
 batches copied from a leader (`append_as_follower`), the high watermark (`high-watermark.checkpoint`),
-truncation to an offset or to an empty log at any offset.
+truncation to an offset or to an empty log at any offset. For transactions (KIP-98): appending a
+coordinator's marker (`append_marker`), the last stable offset, and the aborted transactions of each
+segment (`.txnindex`, rebuilt with the producer state on load) that read_committed fetches return.
 
 Invariants: offsets are increasing (dense except where compaction removed records); `log_end_offset`
 is the next offset to assign; `log_start_offset <= high_watermark <= log_end_offset`, and without
@@ -23,6 +25,7 @@ broker passes leader epochs, the high watermark and truncation points in.
 from __future__ import annotations
 
 import logging
+import os
 import random
 import shutil
 import time
@@ -42,13 +45,16 @@ from broker.log.constants import (
     LOG_SUFFIX,
     TIME_INDEX_SUFFIX,
     TMP_SUFFIX,
+    TXN_INDEX_SUFFIX,
     offset_file_name,
 )
+from kafka_protocol.control_records import Marker, encode_marker, read_marker
 from kafka_protocol.record_batch import INT32_MAX
 from broker.log.fileutil import atomic_write, remove_quietly
 from broker.log.leader_epoch_cache import LeaderEpochCache
 from broker.log.log_segments import LogSegments
-from broker.log.producer_state import ProducerStateManager
+from broker.log.producer_state import CompletedTxn, ProducerStateManager
+from broker.log.transaction_index import AbortedTxn
 from kafka_protocol.record_batch import (
     BatchHeader,
     assign_offsets,
@@ -162,7 +168,7 @@ class PartitionLog:
                 continue
             if "." + suffix == LOG_SUFFIX:
                 bases.add(int(stem))
-            elif "." + suffix in (INDEX_SUFFIX, TIME_INDEX_SUFFIX):
+            elif "." + suffix in (INDEX_SUFFIX, TIME_INDEX_SUFFIX, TXN_INDEX_SUFFIX):
                 indexes.append((int(stem), path))
         for base, path in indexes:
             if base not in bases:
@@ -210,10 +216,16 @@ class PartitionLog:
         self.leader_epochs.truncate_from_start(self.log_start_offset)
 
     def _load_producer_state(self) -> None:
+        """Producer state from the newest snapshot, then every later batch replayed; the aborted
+        transactions those batches end are written to the segments' transaction indexes again."""
         snapshot = self.producers.load_snapshot(self.log_end_offset)
         start = snapshot if snapshot is not None else self.segments[0].base_offset
+        for seg in self.segments.from_offset(start):
+            seg.txn_index.truncate_to(start)
         if start < self.log_end_offset:
-            self.producers.rebuild(self._headers_from(start))
+            for seg, h in self._batches_from(start):
+                marker = read_marker(seg.read_batch(h)) if h.is_control else None
+                self._index_if_aborted(seg, self.producers.replay(h, marker))
 
     def release_idle_indexes(self, idle_s: float, now: float | None = None) -> int:
         """Release the indexes of sealed segments not looked up for `idle_s` seconds; how many."""
@@ -224,12 +236,24 @@ class PartitionLog:
 
     def _headers_from(self, offset: int) -> Iterator[BatchHeader]:
         """Headers of all batches whose last offset is >= `offset`, in order (no CRC checks)."""
+        for _, h in self._batches_from(offset):
+            yield h
+
+    def _batches_from(self, offset: int) -> Iterator[tuple[LogSegment, BatchHeader]]:
         for seg in self.segments.from_offset(offset):
             seg.ensure_loaded()
             _, pos = seg.offset_index.lookup(offset)
             for h in seg.iter_headers(pos):
                 if h.last_offset >= offset:
-                    yield h
+                    yield seg, h
+
+    def _index_if_aborted(self, seg: LogSegment, done: CompletedTxn | None) -> None:
+        """An aborted transaction goes to the transaction index of the segment holding its marker."""
+        if done is None or not done.aborted:
+            return
+        open_firsts = self.producers.ongoing.values()
+        lso = min(min(open_firsts, default=done.last_offset + 1), done.last_offset + 1)
+        seg.txn_index.append(AbortedTxn(done.producer_id, done.first_offset, done.last_offset, lso))
 
     # --- writing ------------------------------------------------------------------------------------
 
@@ -287,6 +311,30 @@ class PartitionLog:
                             -1 if log_append_time is None else log_append_time,
                             self.log_start_offset, count)
 
+    def append_marker(self, marker: Marker, now_ms: int | None = None, *,
+                      leader_epoch: int | None = None) -> AppendResult:
+        """Append a transaction coordinator's marker (WriteTxnMarkers): the producer's open
+        transaction in this partition ends, committed or aborted. Checked against the producer's
+        state first (TransactionCoordinatorFencedError, InvalidProducerEpochError)."""
+        if now_ms is None:
+            now_ms = self._now_ms()
+        self.producers.check_marker(marker)
+        buf = bytearray(encode_marker(marker, now_ms))
+        headers = check_headers(buf, INT32_MAX)
+        epoch = LEADER_EPOCH if leader_epoch is None else leader_epoch
+        assign_offsets(buf, headers, self.log_end_offset, None, epoch)
+        if leader_epoch is not None:
+            self.leader_epochs.assign(leader_epoch, self.log_end_offset)
+        offset = headers[0].base_offset
+        segment = self._maybe_roll(len(buf), offset, now_ms)
+        segment.append(buf, headers, now_ms)
+        self.log_end_offset = offset + 1
+        self._index_if_aborted(segment, self.producers.apply_marker(marker, offset, now_ms))
+        self._unflushed_messages += 1
+        if self._unflushed_messages >= self.config.flush_messages:
+            self.flush()
+        return AppendResult(offset, offset, -1, self.log_start_offset, 1)
+
     def append_as_follower(self, records: bytes | bytearray | memoryview) -> AppendResult:
         """Append batches copied from the leader (a Fetch response): offsets and epochs are kept.
 
@@ -325,7 +373,11 @@ class PartitionLog:
             segment = self._maybe_roll(end - start, last.last_offset, now_ms)
             segment.append(view[start:end], chunk, now_ms)
             for h in chunk:
-                self.producers.update(h, now_ms)
+                if h.is_control and h.producer_id >= 0:
+                    marker = read_marker(view[start + h.position:start + h.position + h.size])
+                    self._index_if_aborted(segment, self.producers.apply_marker(marker, h.base_offset, now_ms))
+                else:
+                    self.producers.update(h, now_ms)
                 count += h.records_count
             self.log_end_offset = last.last_offset + 1
         self._unflushed_messages += count
@@ -352,6 +404,25 @@ class PartitionLog:
     def high_watermark(self) -> int:
         """The offset below which records are committed (readable by consumers)."""
         return self._high_watermark if self._replicated else self.log_end_offset
+
+    @property
+    def last_stable_offset(self) -> int:
+        """The offset below which every transaction is decided (read_committed reads below it)."""
+        high_watermark = self.high_watermark
+        self.producers.mark_replicated(high_watermark)
+        first_unstable = self.producers.first_unstable_offset()
+        return high_watermark if first_unstable is None else min(first_unstable, high_watermark)
+
+    def aborted_transactions(self, fetch_offset: int, upper_bound: int) -> list[AbortedTxn]:
+        """The aborted transactions with records in [fetch_offset, upper_bound), for a read_committed
+        Fetch: searched from the segment holding `fetch_offset` on (an entry sits with its marker)."""
+        out: list[AbortedTxn] = []
+        for seg in self.segments.from_offset(fetch_offset):
+            found, complete = seg.txn_index.collect(fetch_offset, upper_bound)
+            out.extend(found)
+            if complete or seg.base_offset >= upper_bound:
+                break
+        return out
 
     def update_high_watermark(self, offset: int) -> int:
         """Move the high watermark forward to `offset`, clamped to [log start, log end]; returns it.
@@ -466,6 +537,17 @@ class PartitionLog:
                     break
                 return FetchSlice(seg.fd, position, length, seg.base_offset)
         return FetchSlice(active.fd, active.size, 0, active.base_offset)
+
+    def fetch_upper_bound(self, region: FetchSlice) -> int:
+        """The offset just past a read's batches: the next batch's base offset, else the next
+        segment's base offset, else the log end (the bound of a read_committed fetch's aborted
+        transactions, as Kafka's)."""
+        end = region.position + region.length
+        segments = self.segments.from_offset(region.segment_base_offset)
+        seg = segments[0]
+        if end + 8 <= seg.size:
+            return int.from_bytes(os.pread(seg.fd, 8, end), "big", signed=True)
+        return segments[1].base_offset if len(segments) > 1 else self.log_end_offset
 
     def offset_for_timestamp(self, timestamp_ms: int) -> tuple[int, int] | None:
         """(offset, timestamp) of the earliest record with timestamp >= `timestamp_ms`, or None."""
@@ -622,6 +704,7 @@ class PartitionLog:
         i = self.segments.index(old[0])
         if list(self.segments[i:i + len(old)]) != old or old[-1] is self.active_segment:
             raise ValueError(f"{self.name}: segments to replace must be consecutive and sealed")
+        aborted = [e for seg in old for e in seg.txn_index.entries()]
         now = self._now_ms()
         for seg in old:
             seg.mark_deleted()
@@ -630,6 +713,8 @@ class PartitionLog:
         swap_path.replace(self.directory / offset_file_name(base, LOG_SUFFIX))
         new = self._open_segment(base, jitter=False)
         new.rebuild_indexes()
+        for entry in aborted:
+            new.txn_index.append(entry)
         new.seal()
         self.segments.replace(old, new)
         return new

@@ -14,6 +14,15 @@ Rules (Kafka's, per batch with producer_id >= 0):
   OutOfOrderSequenceError.
 - An unknown producer id is accepted at any sequence (Kafka 2.5+, KIP-360): its state may have
   expired or been removed with old segments, and rejecting it would wedge the producer.
+
+Transactions (KIP-98): a transactional batch of a producer with no open transaction opens one at
+its base offset; a non-transactional batch from a producer with an open transaction is refused
+(InvalidTxnStateError); a marker (control batch, `apply_marker`) closes the open transaction and
+returns it as a `CompletedTxn`, after checking the marker's coordinator epoch (not older than the
+last one seen: TransactionCoordinatorFencedError) and producer epoch (not older: fenced). The first
+unstable offset is the lowest first offset of an open transaction, or of a completed one whose
+marker is not yet below the high watermark (`mark_replicated`): the last stable offset (LSO) is
+the lower of it and the high watermark. A producer with an open transaction never expires.
 """
 from __future__ import annotations
 
@@ -22,9 +31,15 @@ import logging
 from collections import deque
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Iterable
 
-from kafka_protocol.errors import DuplicateSequenceError, InvalidProducerEpochError, OutOfOrderSequenceError
+from kafka_protocol.control_records import Marker
+from kafka_protocol.errors import (
+    DuplicateSequenceError,
+    InvalidProducerEpochError,
+    InvalidTxnStateError,
+    OutOfOrderSequenceError,
+    TransactionCoordinatorFencedError,
+)
 from broker.log.constants import PRODUCER_BATCH_WINDOW, SNAPSHOT_SUFFIX, SNAPSHOTS_TO_KEEP, offset_file_name
 from kafka_protocol.record_batch import INT32_MAX, NO_PRODUCER_ID
 from broker.log.fileutil import atomic_write, remove_quietly
@@ -32,7 +47,7 @@ from kafka_protocol.record_batch import BatchHeader
 
 log = logging.getLogger(__name__)
 
-_SNAPSHOT_VERSION = 1
+_SNAPSHOT_VERSION = 2       # 2 added each producer's open transaction and coordinator epoch
 
 
 @dataclass(slots=True, frozen=True)
@@ -45,12 +60,24 @@ class BatchMetadata:
     log_append_time: int    # -1 for CreateTime batches
 
 
+@dataclass(frozen=True, slots=True)
+class CompletedTxn:
+    """A transaction a marker ended in this partition: its offsets from first record to marker."""
+
+    producer_id: int
+    first_offset: int
+    last_offset: int        # the marker's offset
+    aborted: bool
+
+
 @dataclass(slots=True)
 class ProducerEntry:
     producer_id: int
     epoch: int
     last_update_ms: int
     batches: deque[BatchMetadata] = field(default_factory=lambda: deque(maxlen=PRODUCER_BATCH_WINDOW))
+    txn_first_offset: int | None = None      # first offset of the producer's open transaction
+    coordinator_epoch: int = -1              # of the last marker written for this producer
 
     @property
     def last_seq(self) -> int | None:
@@ -64,7 +91,8 @@ class ProducerEntry:
 
     def copy(self) -> "ProducerEntry":
         return ProducerEntry(self.producer_id, self.epoch, self.last_update_ms,
-                             deque(self.batches, maxlen=PRODUCER_BATCH_WINDOW))
+                             deque(self.batches, maxlen=PRODUCER_BATCH_WINDOW), self.txn_first_offset,
+                             self.coordinator_epoch)
 
 
 class ProducerStateManager:
@@ -74,6 +102,8 @@ class ProducerStateManager:
         self.directory = directory
         self.producer_id_expiration_ms = producer_id_expiration_ms
         self.producers: dict[int, ProducerEntry] = {}
+        self.ongoing: dict[int, int] = {}                # producer id -> first offset of its open transaction
+        self._unreplicated: list[CompletedTxn] = []      # completed, marker not yet below the high watermark
         self._snapshot_offset: int | None = None   # offset of the snapshot matching memory, if any
         self._changed = False
 
@@ -91,6 +121,8 @@ class ProducerStateManager:
             self.check(h, staged)
             entry = staged.get(h.producer_id) or self._entry_copy(h.producer_id, h)
             _apply(entry, h, entry.last_update_ms)
+            if h.is_transactional and entry.txn_first_offset is None:
+                entry.txn_first_offset = h.base_offset
             staged[h.producer_id] = entry
 
     def _entry_copy(self, producer_id: int, h: BatchHeader) -> ProducerEntry:
@@ -105,6 +137,9 @@ class ProducerStateManager:
         entry = (staged or {}).get(pid) or self.producers.get(pid)
         if entry is None:
             return
+        if entry.txn_first_offset is not None and not h.is_transactional and h.producer_epoch == entry.epoch:
+            raise InvalidTxnStateError(
+                f"producer {pid} has an open transaction, so its batches must be transactional")
         if h.producer_epoch < entry.epoch:
             raise InvalidProducerEpochError(
                 f"producer {pid} has epoch {h.producer_epoch}, older than the current epoch {entry.epoch}")
@@ -135,11 +170,61 @@ class ProducerStateManager:
         if entry is None:
             entry = self.producers[h.producer_id] = ProducerEntry(h.producer_id, h.producer_epoch, now_ms)
         _apply(entry, h, now_ms)
+        if h.is_transactional and entry.txn_first_offset is None:
+            entry.txn_first_offset = self.ongoing[h.producer_id] = h.base_offset
+
+    # --- transactions ---------------------------------------------------------------------------
+
+    def check_marker(self, marker: Marker) -> None:
+        """Raise if a coordinator's marker must not be appended (an older coordinator or producer epoch)."""
+        entry = self.producers.get(marker.producer_id)
+        if entry is None:
+            return
+        if marker.coordinator_epoch < entry.coordinator_epoch:
+            raise TransactionCoordinatorFencedError(
+                f"marker for producer {marker.producer_id} from coordinator epoch {marker.coordinator_epoch}, "
+                f"older than {entry.coordinator_epoch}")
+        if marker.producer_epoch < entry.epoch:
+            raise InvalidProducerEpochError(
+                f"marker for producer {marker.producer_id} has epoch {marker.producer_epoch}, older than {entry.epoch}")
+
+    def apply_marker(self, marker: Marker, offset: int, now_ms: int) -> CompletedTxn | None:
+        """Record a marker appended at `offset`: the producer's open transaction (if any) is complete."""
+        self._changed = True
+        pid = marker.producer_id
+        entry = self.producers.get(pid)
+        if entry is None:
+            entry = self.producers[pid] = ProducerEntry(pid, marker.producer_epoch, now_ms)
+        if marker.producer_epoch != entry.epoch:
+            entry.epoch = marker.producer_epoch
+            entry.batches.clear()
+        entry.coordinator_epoch = marker.coordinator_epoch
+        entry.last_update_ms = max(entry.last_update_ms, now_ms)
+        first = entry.txn_first_offset
+        entry.txn_first_offset = None
+        self.ongoing.pop(pid, None)
+        if first is None:
+            return None
+        done = CompletedTxn(pid, first, offset, not marker.commit)
+        self._unreplicated.append(done)
+        return done
+
+    def mark_replicated(self, high_watermark: int) -> None:
+        """Completed transactions whose marker is below the high watermark stop holding the LSO back."""
+        if self._unreplicated:
+            self._unreplicated = [t for t in self._unreplicated if t.last_offset >= high_watermark]
+
+    def first_unstable_offset(self) -> int | None:
+        """The lowest first offset of a transaction not yet decided for consumers, or None."""
+        firsts = list(self.ongoing.values()) + [t.first_offset for t in self._unreplicated]
+        return min(firsts) if firsts else None
 
     def remove_expired(self, now_ms: int) -> int:
-        """Forget producers idle for longer than producer.id.expiration.ms; returns how many."""
+        """Forget producers idle for longer than producer.id.expiration.ms (never one with an open
+        transaction); returns how many."""
         cutoff = now_ms - self.producer_id_expiration_ms
-        expired = [pid for pid, e in self.producers.items() if e.last_update_ms < cutoff]
+        expired = [pid for pid, e in self.producers.items()
+                   if e.last_update_ms < cutoff and e.txn_first_offset is None]
         for pid in expired:
             del self.producers[pid]
         self._changed = self._changed or bool(expired)
@@ -172,6 +257,7 @@ class ProducerStateManager:
             "offset": offset,
             "producers": [
                 {"id": e.producer_id, "epoch": e.epoch, "last_update_ms": e.last_update_ms,
+                 "txn_first_offset": e.txn_first_offset, "coordinator_epoch": e.coordinator_epoch,
                  "batches": [[b.first_seq, b.last_seq, b.base_offset, b.last_offset, b.timestamp,
                               b.log_append_time] for b in e.batches]}
                 for e in self.producers.values()
@@ -187,7 +273,7 @@ class ProducerStateManager:
 
         Snapshots above the log end (the log was truncated by recovery) are deleted.
         """
-        self.producers = {}
+        self._set_producers({})
         for offset in reversed(self.snapshot_offsets()):
             path = self._snapshot_path(offset)
             if offset > log_end_offset:
@@ -196,26 +282,36 @@ class ProducerStateManager:
                 continue
             try:
                 doc = json.loads(path.read_bytes())
-                self.producers = {p["id"]: _entry_from_json(p) for p in doc["producers"]}
+                self._set_producers({p["id"]: _entry_from_json(p) for p in doc["producers"]})
                 self._snapshot_offset, self._changed = offset, False
                 return offset
             except (OSError, ValueError, KeyError, TypeError) as e:
                 log.warning("ignoring unreadable producer snapshot %s: %s", path, e)
-                self.producers = {}
+                self._set_producers({})
         return None
+
+    def _set_producers(self, producers: dict[int, ProducerEntry]) -> None:
+        self.producers = producers
+        self.ongoing = {pid: e.txn_first_offset for pid, e in producers.items() if e.txn_first_offset is not None}
+        self._unreplicated = []
 
     def truncate_fully(self) -> None:
         """The log was emptied: forget every producer and remove every snapshot."""
         for offset in self.snapshot_offsets():
             remove_quietly(self._snapshot_path(offset))
-        self.producers = {}
+        self._set_producers({})
         self._snapshot_offset, self._changed = None, False
 
-    def rebuild(self, headers: Iterable[BatchHeader]) -> None:
-        """Replay batch headers appended after the loaded snapshot (timestamps stand in for time)."""
-        for h in headers:
-            if h.producer_id != NO_PRODUCER_ID:
-                self.update(h, max(h.max_timestamp, 0))
+    def replay(self, h: BatchHeader, marker: Marker | None) -> CompletedTxn | None:
+        """Replay one batch appended after the loaded snapshot (its timestamp stands in for time);
+        `marker` is the control batch's marker."""
+        if h.producer_id == NO_PRODUCER_ID:
+            return None
+        now_ms = max(h.max_timestamp, 0)
+        if marker is not None:
+            return self.apply_marker(marker, h.base_offset, now_ms)
+        self.update(h, now_ms)
+        return None
 
 
 def _apply(entry: ProducerEntry, h: BatchHeader, now_ms: int) -> None:
@@ -229,7 +325,10 @@ def _apply(entry: ProducerEntry, h: BatchHeader, now_ms: int) -> None:
 
 
 def _entry_from_json(p: dict) -> ProducerEntry:
-    entry = ProducerEntry(int(p["id"]), int(p["epoch"]), int(p["last_update_ms"]))
+    first = p.get("txn_first_offset")
+    entry = ProducerEntry(int(p["id"]), int(p["epoch"]), int(p["last_update_ms"]),
+                          txn_first_offset=None if first is None else int(first),
+                          coordinator_epoch=int(p.get("coordinator_epoch", -1)))
     for b in p["batches"]:
         entry.batches.append(BatchMetadata(*(int(x) for x in b)))
     return entry

@@ -1,4 +1,4 @@
-"""LogSegment: one `.log` file of record batches plus its `.index` and `.timeindex`.
+"""LogSegment: one `.log` file of record batches plus its `.index`, `.timeindex` and `.txnindex`.
 
 Owns: appending already-validated, offset-assigned batches with os.pwrite (in the page cache, so
 they survive kill -9, before `append` returns); index entries every `index.interval.bytes`; finding
@@ -20,12 +20,20 @@ import time
 from pathlib import Path
 from typing import Iterator
 
-from broker.log.constants import DELETED_SUFFIX, INDEX_SUFFIX, LOG_SUFFIX, TIME_INDEX_SUFFIX, offset_file_name
+from broker.log.constants import (
+    DELETED_SUFFIX,
+    INDEX_SUFFIX,
+    LOG_SUFFIX,
+    TIME_INDEX_SUFFIX,
+    TXN_INDEX_SUFFIX,
+    offset_file_name,
+)
 from kafka_protocol.record_batch import HEADER_SIZE, INT32_MAX
 from broker.log.offset_index import OffsetIndex
 from kafka_protocol.record_batch import BatchHeader, iter_record_timestamps, parse_header
 from broker.log.batch_scan import iter_headers, scan_valid_prefix
 from broker.log.time_index import TimeIndex
+from broker.log.transaction_index import TransactionIndex
 
 log = logging.getLogger(__name__)
 
@@ -44,6 +52,7 @@ class LogSegment:
                                         base_offset, max_index_bytes)
         self.time_index = TimeIndex(directory / offset_file_name(base_offset, TIME_INDEX_SUFFIX),
                                     base_offset, max_index_bytes)
+        self.txn_index = TransactionIndex(directory / offset_file_name(base_offset, TXN_INDEX_SUFFIX))
         self.fd = os.open(self.log_path, os.O_RDWR | os.O_CREAT, 0o644)
         self.size = os.fstat(self.fd).st_size
         self.first_append_ms: int | None = None   # drives segment.ms rolling
@@ -338,6 +347,7 @@ class LogSegment:
             self.dirty = False
         self.offset_index.flush()
         self.time_index.flush()
+        self.txn_index.flush()
 
     def close(self) -> None:
         self.seal()
@@ -350,6 +360,7 @@ class LogSegment:
         self.seal()
         for path_holder in (self.offset_index, self.time_index):
             path_holder.rename(path_holder.path.with_name(path_holder.path.name + DELETED_SUFFIX))
+        self.txn_index.rename(self.txn_index.path.with_name(self.txn_index.path.name + DELETED_SUFFIX))
         deleted = self.log_path.with_name(self.log_path.name + DELETED_SUFFIX)
         os.replace(self.log_path, deleted)
         self.log_path = deleted
@@ -361,6 +372,7 @@ class LogSegment:
             self.fd = -1
         self.offset_index.remove_file()
         self.time_index.remove_file()
+        self.txn_index.remove_file()
         try:
             self.log_path.unlink()
         except FileNotFoundError:
