@@ -98,3 +98,66 @@ def batch_of_size(size: int, *, timestamp: int = 1_000_000, **kw: object) -> byt
 def producer_batch(pid: int, epoch: int, seq: int, n: int = 1, **kw: object) -> bytes:
     return encode_batch([b"p%d" % i for i in range(n)], producer_id=pid, producer_epoch=epoch,
                         base_sequence=seq, **kw)  # type: ignore[arg-type]
+
+
+def transactional_batch(pid: int, epoch: int, seq: int, values: Sequence[bytes], **kw: object) -> bytes:
+    """A transactional batch (attributes bit 4) of one record per value, as a transactional producer sends it."""
+    return encode_batch(values, producer_id=pid, producer_epoch=epoch, base_sequence=seq,
+                        transactional=True, **kw)  # type: ignore[arg-type]
+
+
+def _read_varint(buf: bytes, pos: int) -> tuple[int, int]:
+    shift = result = 0
+    while True:
+        b = buf[pos]
+        pos += 1
+        result |= (b & 0x7F) << shift
+        if not b & 0x80:
+            return (result >> 1) ^ -(result & 1), pos
+        shift += 7
+
+
+def decode_batches(data: bytes | None) -> list[dict[str, object]]:
+    """The v2 batches of a Fetch answer's record set, each a dict of its header fields and its records
+    (`records`: (offset, key, value) tuples); uncompressed batches only, a partial batch at the end
+    (as Fetch may return) left out. Control batches keep their records: key b"\\x00\\x00\\x00\\x00"
+    marks an abort, b"\\x00\\x00\\x00\\x01" a commit (`control_type` says "abort" or "commit")."""
+    data = bytes(data or b"")
+    out: list[dict[str, object]] = []
+    pos = 0
+    while pos + 61 <= len(data):
+        base_offset, length, _epoch, magic, _crc, attributes, last_delta, _base_ts, _max_ts, pid, p_epoch, \
+            base_seq, count = struct.unpack_from(">qiibIhiqqqhii", data, pos)
+        end = pos + 12 + length
+        if end > len(data):
+            break
+        if magic != 2 or attributes & 0x07:
+            raise ValueError(f"only uncompressed v2 batches are decoded (magic {magic}, attributes {attributes:#x})")
+        records: list[tuple[int, bytes | None, bytes | None]] = []
+        at = pos + 61
+        for _ in range(count):
+            _length, at = _read_varint(data, at)
+            at += 1                                     # record attributes
+            _ts_delta, at = _read_varint(data, at)
+            offset_delta, at = _read_varint(data, at)
+            fields: list[bytes | None] = []
+            for _field in ("key", "value"):
+                n, at = _read_varint(data, at)
+                fields.append(None if n < 0 else data[at:at + n])
+                at += max(n, 0)
+            headers, at = _read_varint(data, at)
+            for _h in range(headers):
+                n, at = _read_varint(data, at)
+                at += n
+                n, at = _read_varint(data, at)
+                at += max(n, 0)
+            records.append((base_offset + offset_delta, fields[0], fields[1]))
+        control = bool(attributes & 0x20)
+        control_type = None
+        if control and records and records[0][1] is not None and len(records[0][1]) >= 4:
+            control_type = {0: "abort", 1: "commit"}.get(struct.unpack_from(">h", records[0][1], 2)[0], "unknown")
+        out.append({"base_offset": base_offset, "last_offset": base_offset + last_delta, "producer_id": pid,
+                     "producer_epoch": p_epoch, "base_sequence": base_seq, "transactional": bool(attributes & 0x10),
+                     "control": control, "control_type": control_type, "records": records})
+        pos = end
+    return out
