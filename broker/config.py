@@ -204,6 +204,24 @@ CONFIG = (ConfigDef()
             'Replication factor of __consumer_offsets (cluster mode).')
     .define('offsets.commit.timeout.ms', 'int', _int, 5000,
             'An offset commit waits this long for every in-sync replica of its __consumer_offsets partition (cluster mode).')
+    .define('transaction.max.timeout.ms', 'int', _int, 900000,
+            'Longest transaction timeout a producer may ask for (INVALID_TRANSACTION_TIMEOUT above it).', at_least=1)
+    .define('transaction.state.log.num.partitions', 'int', _int, 50,
+            'Partitions of __transaction_state.', at_least=1)
+    .define('transaction.state.log.replication.factor', 'int', _int, 3,
+            'Replication factor of __transaction_state (cluster mode).', at_least=1)
+    .define('transaction.state.log.min.isr', 'int', _int, 2,
+            'min.insync.replicas of __transaction_state (cluster mode).', at_least=1)
+    .define('transaction.state.log.segment.bytes', 'int', _int, 104857600,
+            'segment.bytes of __transaction_state.', at_least=1)
+    .define('transaction.abort.timed.out.transaction.cleanup.interval.ms', 'int', _int, 10000,
+            'How often the coordinator aborts transactions open longer than their timeout.', at_least=1)
+    .define('transactional.id.expiration.ms', 'int', _int, 604800000,
+            'A transactional id unused for this long (and not in a transaction) is forgotten.', at_least=1)
+    .define('transaction.remove.expired.transaction.cleanup.interval.ms', 'int', _int, 3600000,
+            'How often expired transactional ids are removed.', at_least=1)
+    .define('transaction.partition.verification.enable', 'boolean', _bool, True,
+            'Refuse a transactional produce to a partition not added to its transaction (KIP-890).')
     .define('auto.leader.rebalance.enable', 'boolean', _bool, True,
             'The controller moves leadership back to preferred replicas.')
     .define('leader.imbalance.check.interval.seconds', 'int', _int, 300,

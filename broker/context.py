@@ -16,6 +16,7 @@ from broker.replica_manager import ReplicaManager
 
 if TYPE_CHECKING:
     from broker.groups.service import GroupService
+    from broker.transactions.coordinator import TransactionCoordinator
 
 # The connection's client address ("/127.0.0.1"), set by the server per connection task (JoinGroup's client host).
 CLIENT_HOST: ContextVar[str] = ContextVar("client_host", default="")
@@ -32,6 +33,7 @@ class BrokerContext:
     port: int
     clock: Callable[[], float] = field(default=time.time)
     groups: "GroupService | None" = None
+    transactions: "TransactionCoordinator | None" = None
     fetch_sessions: FetchSessionCache = field(default_factory=FetchSessionCache)
 
     def now_ms(self) -> int:

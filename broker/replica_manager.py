@@ -32,6 +32,7 @@ from kafka_protocol.errors import (
 from broker.log.constants import LEADER_EPOCH
 from broker.log.log_manager import LogManager
 from broker.log.partition_log import AppendResult, PartitionLog
+from kafka_protocol.control_records import Marker
 
 if TYPE_CHECKING:
     from broker.cluster.cluster_node import ClusterNode
@@ -201,16 +202,29 @@ class ReplicaManager:
         return LEADER_EPOCH
 
     def append(self, topic: str, partition: int, records: bytes | bytearray | memoryview,
-               acks: int = 1) -> AppendResult:
-        """Append as the partition's leader. acks=-1 in cluster mode first checks min.insync.replicas."""
+               acks: int = 1, *, coordinator: bool = False) -> AppendResult:
+        """Append as the partition's leader. acks=-1 in cluster mode first checks min.insync.replicas.
+        `coordinator`: the broker's own records (transactional offset commits), not sequence-checked."""
         if self.replication is None:
-            result = self.partition(topic, partition).append(records)
+            result = self.partition(topic, partition).append(records, coordinator=coordinator)
             self._wake((topic, partition))
             return result
         role = self.replication.leader_role(topic, partition)
         if acks == -1:
             self.replication.check_min_isr(role)
-        result = role.log.append(records, leader_epoch=role.leader_epoch)
+        result = role.log.append(records, leader_epoch=role.leader_epoch, coordinator=coordinator)
+        self.replication.after_append(role)
+        self._wake((topic, partition))
+        return result
+
+    def append_marker(self, topic: str, partition: int, marker: Marker) -> AppendResult:
+        """Append a transaction coordinator's marker as the partition's leader (WriteTxnMarkers)."""
+        if self.replication is None:
+            result = self.partition(topic, partition).append_marker(marker)
+            self._wake((topic, partition))
+            return result
+        role = self.replication.leader_role(topic, partition)
+        result = role.log.append_marker(marker, leader_epoch=role.leader_epoch)
         self.replication.after_append(role)
         self._wake((topic, partition))
         return result

@@ -32,6 +32,7 @@ from broker.context import BrokerContext
 from broker.fetch_sessions import FetchSessionCache
 from broker.groups.offset_store import OFFSETS_TOPIC
 from broker.groups.service import GroupService
+from broker.transactions.coordinator import TransactionCoordinator
 from broker.log.cleaner import LogCleaner
 from broker.log.log_manager import LogManager
 from kafka_protocol.codec import preload_schemas
@@ -134,6 +135,7 @@ class BrokerServer:
             host=cfg.advertised_host,
             port=cfg["advertised.port"] or self.port,
             groups=groups,
+            transactions=self._transaction_coordinator(replicas, producer_ids, groups),
             fetch_sessions=FetchSessionCache(cfg["max.incremental.fetch.session.cache.slots"],
                                              cfg["min.incremental.fetch.session.eviction.ms"]),
         )
@@ -145,6 +147,16 @@ class BrokerServer:
             "pylog broker %d listening on %s:%d, data in %s, %d partitions, started in %.2fs",
             cfg["broker.id"], cfg["host.name"], self.port, self.data_dir, len(logs.all_logs()), time.monotonic() - started,
         )
+
+    def _transaction_coordinator(self, replicas: ReplicaManager, producer_ids: ProducerIdManager,
+                                 groups: GroupService) -> TransactionCoordinator | None:
+        """The embedded single broker coordinates transactions (cluster mode does not yet)."""
+        if self.cluster is not None:
+            return None
+        coordinator = TransactionCoordinator(self.config, replicas, producer_ids)
+        coordinator.on_offsets_marker = groups.on_txn_marker
+        coordinator.startup()
+        return coordinator
 
     async def _join_cluster(self, replicas: ReplicaManager, groups: GroupService) -> ClusterNode:
         """Cluster mode: register in ZooKeeper and follow the cluster view; roles arrive from the controller."""
@@ -216,6 +228,8 @@ class BrokerServer:
         if self.ctx is not None:
             if self.ctx.groups is not None:
                 self.ctx.groups.shutdown()
+            if self.ctx.transactions is not None:
+                self.ctx.transactions.shutdown()
             if self.ctx.replicas.replication is not None:
                 await self.ctx.replicas.replication.stop()
             if self.cluster is not None:

@@ -27,6 +27,7 @@ __all__ = ["Record", "zigzag_varint", "encode_record", "frame_batch", "encode_ba
 _AFTER_CRC = struct.Struct(">hiqqqhii")   # attributes .. recordsCount
 _BEFORE_CRC = struct.Struct(">qiibI")     # baseOffset, batchLength, leaderEpoch, magic, crc
 _TIMESTAMP_TYPE_BIT = 0x08
+_TRANSACTIONAL_BIT = 0x10
 NO_PRODUCER_ID = -1
 
 
@@ -83,7 +84,8 @@ def frame_batch(records: bytes, count: int, *, base_offset: int, last_offset_del
 
 
 def encode_batch(records: Sequence[Record], *, producer_id: int = NO_PRODUCER_ID, producer_epoch: int = -1,
-                 base_sequence: int = -1, log_append_time: bool = False, partition_leader_epoch: int = -1) -> bytes:
+                 base_sequence: int = -1, log_append_time: bool = False, partition_leader_epoch: int = -1,
+                 transactional: bool = False) -> bytes:
     """One uncompressed v2 batch; its base offset is the first record's offset (deltas preserved)."""
     if not records:
         raise ValueError("a record batch needs at least one record")
@@ -94,7 +96,8 @@ def encode_batch(records: Sequence[Record], *, producer_id: int = NO_PRODUCER_ID
     return frame_batch(payload, len(records), base_offset=base_offset,
                        last_offset_delta=records[-1].offset - base_offset,
                        base_timestamp=base_ts, max_timestamp=max(r.timestamp for r in records),
-                       attributes=_TIMESTAMP_TYPE_BIT if log_append_time else 0, producer_id=producer_id,
+                       attributes=(_TIMESTAMP_TYPE_BIT if log_append_time else 0)
+                       | (_TRANSACTIONAL_BIT if transactional else 0), producer_id=producer_id,
                        producer_epoch=producer_epoch, base_sequence=base_sequence,
                        partition_leader_epoch=partition_leader_epoch)
 

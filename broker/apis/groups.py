@@ -17,6 +17,7 @@ from kafka_protocol.builder import build, ms
 from kafka_protocol.codec import Request, response_schema
 
 KEY_TYPE_GROUP = 0
+KEY_TYPE_TRANSACTION = 1
 
 
 def _groups(ctx: BrokerContext) -> GroupService:
@@ -31,9 +32,17 @@ def handle_find_coordinator(ctx: BrokerContext, req: Request) -> Any:
     def lookup(key: str) -> dict[str, Any]:
         entry: dict[str, Any] = {"key": key, "node_id": ctx.node_id, "host": ctx.host, "port": ctx.port,
                                  "error_code": ErrorCode.none, "error_message": None}
-        if key_type != KEY_TYPE_GROUP:
+        if key_type == KEY_TYPE_TRANSACTION and ctx.transactions is not None:
+            if not key:
+                entry.update(node_id=-1, host="", port=-1, error_code=ErrorCode.invalid_request,
+                             error_message="empty transactional id")
+            else:
+                ctx.transactions.ensure_ready()
+        elif key_type != KEY_TYPE_GROUP:
             entry.update(node_id=-1, host="", port=-1, error_code=ErrorCode.coordinator_not_available,
-                         error_message="pylog coordinates consumer groups only (no transactions)")
+                         error_message="pylog coordinates transactions on a single broker only, not yet in "
+                                       "cluster mode" if key_type == KEY_TYPE_TRANSACTION
+                         else f"unknown coordinator key type {key_type}")
         elif not key:
             entry.update(node_id=-1, host="", port=-1, error_code=ErrorCode.invalid_request,
                          error_message="empty group id")

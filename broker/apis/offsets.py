@@ -69,14 +69,18 @@ def handle_offset_commit(ctx: BrokerContext, req: Request) -> Any:
     return _commit_response(req, results)
 
 
-def _fetch_group(groups: GroupService, group_id: str, topics: Any) -> list[dict[str, Any]]:
+def _fetch_group(groups: GroupService, group_id: str, topics: Any, require_stable: bool) -> list[dict[str, Any]]:
+    """The committed offsets of the partitions asked for (None: all the group has); with `require_stable`
+    (KIP-447), a partition with a commit in an open transaction answers UNSTABLE_OFFSET_COMMIT."""
     wanted = None if topics is None else [(t.name, p) for t in topics for p in t.partition_indexes]
     found = groups.fetch_offsets(group_id, wanted)
     by_topic: dict[str, list[dict[str, Any]]] = {}
     for (topic, partition), value in sorted(found.items()):
         entry: dict[str, Any] = {"partition_index": partition, "committed_offset": -1, "committed_leader_epoch": -1,
                                  "metadata": "", "error_code": ErrorCode.none}
-        if value is not None:
+        if require_stable and wanted is not None and groups.unstable(group_id, (topic, partition)):
+            entry["error_code"] = ErrorCode.unstable_offset_commit
+        elif value is not None:
             entry.update(committed_offset=value.offset, committed_leader_epoch=value.leader_epoch,
                          metadata=value.metadata)
         by_topic.setdefault(topic, []).append(entry)
@@ -86,13 +90,15 @@ def _fetch_group(groups: GroupService, group_id: str, topics: Any) -> list[dict[
 def handle_offset_fetch(ctx: BrokerContext, req: Request) -> Any:
     body, groups = req.body, _groups(ctx)
     schema = response_schema(ApiKey.OFFSET_FETCH, req.api_version)
+    stable = bool(field(body, "require_stable", False))
     if req.api_version >= 8:
         return build(schema, {"throttle_time": 0, "groups": [
             {"group_id": g.group_id, "error_code": groups.coordinator_error(g.group_id),
-             "topics": [] if groups.coordinator_error(g.group_id) else _fetch_group(groups, g.group_id, g.topics)}
+             "topics": [] if groups.coordinator_error(g.group_id) else _fetch_group(groups, g.group_id, g.topics,
+                                                                                     stable)}
             for g in body.groups]})
     error = (groups.coordinator_error(body.group_id) or ErrorCode.none) if body.group_id else ErrorCode.invalid_group_id
-    topics = _fetch_group(groups, body.group_id, body.topics) if error == ErrorCode.none else []
+    topics = _fetch_group(groups, body.group_id, body.topics, stable) if error == ErrorCode.none else []
     return build(schema, {"throttle_time": 0, "topics": topics, "error_code": error})
 
 

@@ -16,7 +16,7 @@ from typing import Any, Coroutine
 from broker.apis.common import error_result
 from broker.context import BrokerContext
 from kafka_protocol.errors import DuplicateSequenceError, ErrorCode, InvalidRecordError, KafkaError, RecordValidationError
-from kafka_protocol.record_batch import single_batch
+from kafka_protocol.record_batch import HEADER_SIZE, parse_header, single_batch
 from kafka_protocol.builder import ms
 from kafka_protocol.codec import Request
 from kafka_protocol.produce_codec import PartitionResult, encode_produce_response
@@ -48,6 +48,29 @@ def _append_one(ctx: BrokerContext, topic: str, index: int, records: bytes | mem
         return PartitionResult(index, code, error_message=message)
 
 
+def _unverified(ctx: BrokerContext, transactional_id: str | None, topic: str, index: int,
+                records: bytes | memoryview | None) -> PartitionResult | None:
+    """KIP-890 part 1: a transactional batch that would open a transaction in this partition is
+    refused unless the coordinator added the partition to its producer's transaction."""
+    if (transactional_id is None or ctx.transactions is None or not records or len(records) < HEADER_SIZE
+            or not ctx.config["transaction.partition.verification.enable"]):
+        return None
+    h = parse_header(records)
+    if not h.is_transactional:
+        return None
+    try:
+        plog = ctx.replicas.leader_log(topic, index)
+    except KafkaError:
+        return None      # the append answers for an unknown partition or a moved leader
+    if h.producer_id in plog.producers.ongoing:
+        return None
+    error = ctx.transactions.verify_partition(transactional_id, h.producer_id, h.producer_epoch, (topic, index))
+    if error == ErrorCode.none:
+        return None
+    return PartitionResult(index, error, error_message=f"{topic}-{index} is not part of the open transaction of "
+                                                       f"transactional id {transactional_id}")
+
+
 def _log_start(ctx: BrokerContext, topic: str, index: int) -> int:
     """The partition's log start offset, which Kafka gives with per-record errors (-1 if no such partition)."""
     try:
@@ -66,11 +89,9 @@ def handle(ctx: BrokerContext, req: Request) -> bytes | None | Coroutine[Any, An
             if acks not in VALID_ACKS:
                 parts.append(PartitionResult(pd.index, ErrorCode.invalid_required_acks,
                                              error_message=f"acks must be one of 0, 1, -1; got {acks}"))
-            elif body.transactional_id is not None:
-                parts.append(PartitionResult(pd.index, ErrorCode.transactional_id_authorization_failed,
-                                             error_message="pylog does not support transactional producers"))
             else:
-                parts.append(_append_one(ctx, topic.name, pd.index, pd.records, acks))
+                refused = _unverified(ctx, body.transactional_id, topic.name, pd.index, pd.records)
+                parts.append(refused or _append_one(ctx, topic.name, pd.index, pd.records, acks))
         responses.append((topic.name, parts))
     if acks == 0:
         return None

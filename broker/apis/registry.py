@@ -9,8 +9,8 @@ from dataclasses import dataclass
 from typing import Any, Callable
 
 from kafka_protocol.api_keys import ApiKey
-from broker.apis import admin_configs, admin_topics, api_versions, fetch, list_offsets, metadata, produce, producer_id
-from broker.apis import controller_requests, groups, leader_epochs, log_dirs, offsets
+from broker.apis import admin_configs, admin_topics, api_versions, fetch, list_offsets, metadata, produce
+from broker.apis import controller_requests, groups, leader_epochs, log_dirs, offsets, transactions
 
 
 def _api_versions(ctx: Any, req: Any) -> Any:
@@ -49,7 +49,7 @@ API_TABLE: dict[int, Api] = {
         Api(ApiKey.CREATE_TOPICS, 2, 7, admin_topics.handle_create_topics),
         Api(ApiKey.DELETE_TOPICS, 1, 6, admin_topics.handle_delete_topics),
         Api(ApiKey.DELETE_RECORDS, 0, 2, admin_topics.handle_delete_records),
-        Api(ApiKey.INIT_PRODUCER_ID, 0, 4, producer_id.handle),
+        Api(ApiKey.INIT_PRODUCER_ID, 0, 4, transactions.handle_init_producer_id),
         Api(ApiKey.OFFSET_FOR_LEADER_EPOCH, 2, 4, leader_epochs.handle),
         Api(ApiKey.DESCRIBE_CONFIGS, 1, 4, admin_configs.handle_describe_configs),
         Api(ApiKey.ALTER_CONFIGS, 0, 2, admin_configs.handle_alter_configs),
@@ -58,6 +58,23 @@ API_TABLE: dict[int, Api] = {
         Api(ApiKey.DELETE_GROUPS, 0, 2, groups.handle_delete_groups),
         Api(ApiKey.INCREMENTAL_ALTER_CONFIGS, 0, 1, admin_configs.handle_incremental_alter_configs),
         Api(ApiKey.OFFSET_DELETE, 0, 0, offsets.handle_offset_delete),
+    ]
+}
+
+
+# Transactions (KIP-98 and the tools' KIP-664): the embedded single broker coordinates them; cluster
+# mode does not yet (its coordinator must follow __transaction_state's leaders), so there they are not served
+TRANSACTION_API_TABLE: dict[int, Api] = {
+    a.key: a
+    for a in [
+        Api(ApiKey.ADD_PARTITIONS_TO_TXN, 0, 4, transactions.handle_add_partitions_to_txn),
+        Api(ApiKey.ADD_OFFSETS_TO_TXN, 0, 3, transactions.handle_add_offsets_to_txn),
+        Api(ApiKey.END_TXN, 0, 3, transactions.handle_end_txn),
+        Api(ApiKey.WRITE_TXN_MARKERS, 0, 1, transactions.handle_write_txn_markers),
+        Api(ApiKey.TXN_OFFSET_COMMIT, 0, 3, transactions.handle_txn_offset_commit),
+        Api(ApiKey.DESCRIBE_PRODUCERS, 0, 0, transactions.handle_describe_producers),
+        Api(ApiKey.DESCRIBE_TRANSACTIONS, 0, 0, transactions.handle_describe_transactions),
+        Api(ApiKey.LIST_TRANSACTIONS, 0, 1, transactions.handle_list_transactions),
     ]
 }
 
@@ -76,7 +93,7 @@ CONTROLLER_API_TABLE: dict[int, Api] = {
 
 def apis(cluster: bool) -> dict[int, Api]:
     """Every API this broker serves: the client APIs, and in cluster mode the controller's."""
-    return {**API_TABLE, **CONTROLLER_API_TABLE} if cluster else API_TABLE
+    return {**API_TABLE, **CONTROLLER_API_TABLE} if cluster else {**API_TABLE, **TRANSACTION_API_TABLE}
 
 
 def advertised(cluster: bool) -> api_versions.ApiKeys:

@@ -223,6 +223,53 @@ class GroupService(GroupCoordinator):
                 results[tp] = E.unknown_server_error
         return results
 
+    def txn_commit_offsets(self, group_id: str, producer_id: int, producer_epoch: int, generation_id: int,
+                           member_id: str, instance_id: str | None,
+                           offsets: dict[TopicPartition, tuple[int, int, str | None]]) -> dict[TopicPartition, int]:
+        """TxnOffsetCommit: store a transaction's commit, pending until its marker (Kafka's checks:
+        a member id must be a member, a generation >= 0 the current one; no rebalance check)."""
+        error = self.coordinator_error(group_id) or (E.invalid_group_id if not group_id else E.none)
+        group = self.groups.get(group_id)
+        if error == E.none and group is not None:
+            if group.is_(S.DEAD):
+                error = E.coordinator_not_available
+            elif member_id and not group.has(member_id):
+                error = E.unknown_member_id
+            elif group.is_static_fenced(member_id, instance_id):
+                error = E.fenced_instance_id
+            elif generation_id >= 0 and generation_id != group.generation_id:
+                error = E.illegal_generation
+        if error != E.none:
+            return {tp: error for tp in offsets}
+        if group is None:
+            self.groups[group_id] = Group(group_id, self.now_ms())
+        now = self.now_ms()
+        results: dict[TopicPartition, int] = {}
+        accepted: dict[TopicPartition, OffsetValue] = {}
+        for (topic, partition), (offset, epoch, metadata) in offsets.items():
+            info = self.replicas.registry.get(topic)
+            if info is None or not 0 <= partition < info.partitions:
+                results[(topic, partition)] = E.unknown_topic_or_partition
+            elif metadata is not None and len(metadata.encode()) > self.metadata_max_bytes:
+                results[(topic, partition)] = E.offset_metadata_too_large
+            else:
+                accepted[(topic, partition)] = OffsetValue(offset, epoch, metadata or "", now)
+                results[(topic, partition)] = E.none
+        try:
+            self.store.txn_commit(group_id, producer_id, producer_epoch, accepted, now)
+        except KafkaError as e:
+            for tp in accepted:
+                results[tp] = e.code if e.code == E.invalid_producer_epoch else E.coordinator_not_available
+        return results
+
+    def on_txn_marker(self, partition: int, producer_id: int, commit: bool) -> None:
+        """A transaction marker was written to `partition` of __consumer_offsets."""
+        self.store.complete_txn(partition, producer_id, commit)
+
+    def unstable(self, group_id: str, tp: TopicPartition) -> bool:
+        """An open transaction holds a commit of `tp` (OffsetFetch with require_stable answers UNSTABLE_OFFSET_COMMIT)."""
+        return self.store.has_pending(group_id, tp)
+
     def fetch_offsets(self, group_id: str, tps: Iterable[TopicPartition] | None) -> dict[TopicPartition, OffsetValue | None]:
         """Committed offsets of `tps` (None: all the group has); None for partitions without one."""
         if tps is None:

@@ -263,8 +263,11 @@ class PartitionLog:
         self.active_segment.index_interval_bytes = config.index_interval_bytes
 
     def append(self, records: bytes | bytearray | memoryview, now_ms: int | None = None, *,
-               leader_epoch: int | None = None) -> AppendResult:
+               leader_epoch: int | None = None, coordinator: bool = False) -> AppendResult:
         """Validate, check producer sequences, assign offsets and write the batches of one request.
+
+        `coordinator`: records the broker writes itself (a transaction's offset commits, Kafka's
+        AppendOrigin.COORDINATOR): producer epochs are checked, sequences are not.
 
         `leader_epoch` (a replicated partition's leader): stamped into every batch and recorded in
         `leader_epochs` as starting at this append's first offset if it is a new epoch. None: the
@@ -289,7 +292,11 @@ class PartitionLog:
                 for new, old in zip(recompressed, headers):
                     new.max_timestamp, new.max_timestamp_wrong = old.max_timestamp, old.max_timestamp_wrong
                 records, headers = rewritten, recompressed
-        self.producers.check_batches(headers)
+        if coordinator:
+            for h in headers:
+                self.producers.check_epoch(h)
+        else:
+            self.producers.check_batches(headers)
         buf = bytearray(records)
         log_append_time = now_ms if cfg.message_timestamp_type == "LogAppendTime" else None
         if leader_epoch is None:

@@ -125,6 +125,13 @@ class ProducerStateManager:
                 entry.txn_first_offset = h.base_offset
             staged[h.producer_id] = entry
 
+    def check_epoch(self, h: BatchHeader) -> None:
+        """Only the epoch rule (the broker's own transactional writes carry no client sequences)."""
+        entry = self.producers.get(h.producer_id)
+        if entry is not None and h.producer_epoch < entry.epoch:
+            raise InvalidProducerEpochError(
+                f"producer {h.producer_id} has epoch {h.producer_epoch}, older than the current epoch {entry.epoch}")
+
     def _entry_copy(self, producer_id: int, h: BatchHeader) -> ProducerEntry:
         entry = self.producers.get(producer_id)
         return entry.copy() if entry else ProducerEntry(producer_id, h.producer_epoch, 0)
