@@ -52,11 +52,15 @@ def _unverified(ctx: BrokerContext, transactional_id: str | None, topic: str, in
                 records: bytes | memoryview | None) -> PartitionResult | None:
     """KIP-890 part 1: a transactional batch that would open a transaction in this partition is
     refused unless the coordinator added the partition to its producer's transaction."""
-    if (transactional_id is None or ctx.transactions is None or not records or len(records) < HEADER_SIZE
-            or not ctx.config["transaction.partition.verification.enable"]):
+    if not records or len(records) < HEADER_SIZE:
         return None
     h = parse_header(records)
     if not h.is_transactional:
+        return None
+    if transactional_id is None:
+        return PartitionResult(index, ErrorCode.transactional_id_authorization_failed,
+                               error_message="a transactional batch needs the request's transactional id")
+    if ctx.transactions is None or not ctx.config["transaction.partition.verification.enable"]:
         return None
     try:
         plog = ctx.replicas.leader_log(topic, index)

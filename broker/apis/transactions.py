@@ -123,9 +123,14 @@ def handle_txn_offset_commit(ctx: BrokerContext, req: Request) -> Any:
         for p in t.partitions:
             offsets[(t.name, p.partition_index)] = (
                 p.committed_offset, field(p, "committed_leader_epoch", -1), p.committed_metadata)
-    results = ctx.groups.txn_commit_offsets(
-        body.group_id, body.producer_id, body.producer_epoch, field(body, "generation_id", -1),
-        field(body, "member_id", ""), field(body, "group_instance_id", None), offsets)
+    refused = _coordinator(ctx).verify_offsets(body.transactional_id, body.group_id, body.producer_id,
+                                               body.producer_epoch)
+    if refused != E.none:
+        results: dict[TopicPartition, int] = {tp: refused for tp in offsets}
+    else:
+        results = ctx.groups.txn_commit_offsets(
+            body.group_id, body.producer_id, body.producer_epoch, field(body, "generation_id", -1),
+            field(body, "member_id", ""), field(body, "group_instance_id", None), offsets)
     topics: dict[str, list[dict[str, Any]]] = {}
     for (topic, partition), error in results.items():
         topics.setdefault(topic, []).append({"partition_index": partition,
@@ -154,8 +159,8 @@ def handle_describe_transactions(ctx: BrokerContext, req: Request) -> Any:
     for txn_id in req.body.transactional_ids:
         found = coordinator.describe(txn_id)
         entry: dict[str, Any] = {"transactional_id": txn_id, "error_code": E.none, "transaction_state": "",
-                                 "transaction_timeout": 0, "transaction_start_time": -1, "producer_id": -1,
-                                 "producer_epoch": -1, "topics": []}
+                                 "transaction_timeout": 0, "transaction_start_time": 0, "producer_id": 0,
+                                 "producer_epoch": 0, "topics": []}     # Kafka's values for an error
         if isinstance(found, int):
             entry["error_code"] = found
         else:
@@ -193,7 +198,7 @@ def handle_describe_producers(ctx: BrokerContext, req: Request) -> Any:
                 entry["active_producers"] = [
                     {"producer_id": e.producer_id, "producer_epoch": e.epoch,
                      "last_sequence": e.last_seq if e.last_seq is not None else -1,
-                     "last_timestamp": e.batches[-1].timestamp if e.batches else -1,
+                     "last_timestamp": e.last_timestamp,
                      "coordinator_epoch": e.coordinator_epoch,
                      "current_txn_start_offset": -1 if e.txn_first_offset is None else e.txn_first_offset}
                     for e in plog.producers.producers.values()]

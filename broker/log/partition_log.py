@@ -336,7 +336,7 @@ class PartitionLog:
         segment = self._maybe_roll(len(buf), offset, now_ms)
         segment.append(buf, headers, now_ms)
         self.log_end_offset = offset + 1
-        self._index_if_aborted(segment, self.producers.apply_marker(marker, offset, now_ms))
+        self._index_if_aborted(segment, self.producers.apply_marker(marker, offset, now_ms, now_ms))
         self._unflushed_messages += 1
         if self._unflushed_messages >= self.config.flush_messages:
             self.flush()
@@ -382,7 +382,8 @@ class PartitionLog:
             for h in chunk:
                 if h.is_control and h.producer_id >= 0:
                     marker = read_marker(view[start + h.position:start + h.position + h.size])
-                    self._index_if_aborted(segment, self.producers.apply_marker(marker, h.base_offset, now_ms))
+                    self._index_if_aborted(segment, self.producers.apply_marker(marker, h.base_offset, now_ms,
+                                                                                h.max_timestamp))
                 else:
                     self.producers.update(h, now_ms)
                 count += h.records_count

@@ -78,6 +78,7 @@ class ProducerEntry:
     batches: deque[BatchMetadata] = field(default_factory=lambda: deque(maxlen=PRODUCER_BATCH_WINDOW))
     txn_first_offset: int | None = None      # first offset of the producer's open transaction
     coordinator_epoch: int = -1              # of the last marker written for this producer
+    last_timestamp: int = -1                 # of its last batch (max timestamp) or marker
 
     @property
     def last_seq(self) -> int | None:
@@ -92,7 +93,7 @@ class ProducerEntry:
     def copy(self) -> "ProducerEntry":
         return ProducerEntry(self.producer_id, self.epoch, self.last_update_ms,
                              deque(self.batches, maxlen=PRODUCER_BATCH_WINDOW), self.txn_first_offset,
-                             self.coordinator_epoch)
+                             self.coordinator_epoch, self.last_timestamp)
 
 
 class ProducerStateManager:
@@ -195,8 +196,9 @@ class ProducerStateManager:
             raise InvalidProducerEpochError(
                 f"marker for producer {marker.producer_id} has epoch {marker.producer_epoch}, older than {entry.epoch}")
 
-    def apply_marker(self, marker: Marker, offset: int, now_ms: int) -> CompletedTxn | None:
-        """Record a marker appended at `offset`: the producer's open transaction (if any) is complete."""
+    def apply_marker(self, marker: Marker, offset: int, now_ms: int, timestamp_ms: int) -> CompletedTxn | None:
+        """Record a marker appended at `offset` (with its batch timestamp): the producer's open
+        transaction (if any) is complete."""
         self._changed = True
         pid = marker.producer_id
         entry = self.producers.get(pid)
@@ -207,6 +209,7 @@ class ProducerStateManager:
             entry.batches.clear()
         entry.coordinator_epoch = marker.coordinator_epoch
         entry.last_update_ms = max(entry.last_update_ms, now_ms)
+        entry.last_timestamp = timestamp_ms
         first = entry.txn_first_offset
         entry.txn_first_offset = None
         self.ongoing.pop(pid, None)
@@ -265,6 +268,7 @@ class ProducerStateManager:
             "producers": [
                 {"id": e.producer_id, "epoch": e.epoch, "last_update_ms": e.last_update_ms,
                  "txn_first_offset": e.txn_first_offset, "coordinator_epoch": e.coordinator_epoch,
+                 "last_timestamp": e.last_timestamp,
                  "batches": [[b.first_seq, b.last_seq, b.base_offset, b.last_offset, b.timestamp,
                               b.log_append_time] for b in e.batches]}
                 for e in self.producers.values()
@@ -316,7 +320,7 @@ class ProducerStateManager:
             return None
         now_ms = max(h.max_timestamp, 0)
         if marker is not None:
-            return self.apply_marker(marker, h.base_offset, now_ms)
+            return self.apply_marker(marker, h.base_offset, now_ms, h.max_timestamp)
         self.update(h, now_ms)
         return None
 
@@ -325,6 +329,7 @@ def _apply(entry: ProducerEntry, h: BatchHeader, now_ms: int) -> None:
     if h.producer_epoch != entry.epoch:
         entry.epoch = h.producer_epoch
         entry.batches.clear()
+    entry.last_timestamp = h.max_timestamp
     entry.batches.append(BatchMetadata(
         h.base_sequence, h.last_sequence, h.base_offset, h.last_offset, h.max_timestamp,
         h.max_timestamp if h.timestamp_type == 1 else -1))
@@ -335,7 +340,8 @@ def _entry_from_json(p: dict) -> ProducerEntry:
     first = p.get("txn_first_offset")
     entry = ProducerEntry(int(p["id"]), int(p["epoch"]), int(p["last_update_ms"]),
                           txn_first_offset=None if first is None else int(first),
-                          coordinator_epoch=int(p.get("coordinator_epoch", -1)))
+                          coordinator_epoch=int(p.get("coordinator_epoch", -1)),
+                          last_timestamp=int(p.get("last_timestamp", -1)))
     for b in p["batches"]:
         entry.batches.append(BatchMetadata(*(int(x) for x in b)))
     return entry

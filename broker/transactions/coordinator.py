@@ -315,6 +315,11 @@ class TransactionCoordinator:
             return E.invalid_txn_state
         return E.none
 
+    def verify_offsets(self, txn_id: str, group_id: str, producer_id: int, producer_epoch: int) -> ErrorCode:
+        """TxnOffsetCommit: the group's __consumer_offsets partition must be in the open transaction
+        (AddOffsetsToTxn first), as Kafka 3.6+ verifies; a fenced epoch is INVALID_PRODUCER_EPOCH."""
+        return self.verify_partition(txn_id, producer_id, producer_epoch, self.offsets_partition(group_id))
+
     # --- timeouts and expiry -------------------------------------------------------------------------
 
     async def _periodic(self, interval_ms: int, work: Callable[[], None]) -> None:
