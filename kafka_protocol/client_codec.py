@@ -67,10 +67,69 @@ def list_offsets_request(version: int, topic: str, partition: int, timestamp: in
                                                    "timestamp": timestamp, "max_num_offsets": 1}]}]})
 
 
-def init_producer_id_request(version: int, timeout_ms: int) -> Any:
-    """A producer id for an idempotent (non-transactional) producer."""
+def init_producer_id_request(version: int, timeout_ms: int, transactional_id: str | None = None,
+                             producer_id: int = -1, producer_epoch: int = -1) -> Any:
+    """A producer id: for an idempotent producer (no transactional id), or a transactional producer's
+    (re)initialisation, which fences any earlier producer of the same transactional id."""
     return build(request_class(ApiKey.INIT_PRODUCER_ID, version), {
-        "transactional_id": None, "transaction_timeout": timeout_ms, "producer_id": -1, "producer_epoch": -1})
+        "transactional_id": transactional_id, "transaction_timeout": timeout_ms, "producer_id": producer_id,
+        "producer_epoch": producer_epoch})
+
+
+def find_coordinator_request(version: int, key: str, key_type: int) -> Any:
+    """The coordinator of a group (`key_type` 0) or a transactional id (1); v4 asks in a batch of one."""
+    return build(request_class(ApiKey.FIND_COORDINATOR, version), {
+        "key": key, "key_type": key_type, "coordinator_keys": [key]})
+
+
+def add_partitions_to_txn_request(version: int, transactional_id: str, producer_id: int, producer_epoch: int,
+                                  partitions: list[tuple[str, int]]) -> Any:
+    """AddPartitionsToTxn as a producer sends it (v0-3)."""
+    topics: dict[str, list[int]] = {}
+    for topic, partition in partitions:
+        topics.setdefault(topic, []).append(partition)
+    return build(request_class(ApiKey.ADD_PARTITIONS_TO_TXN, version), {
+        "v3_and_below_transactional_id": transactional_id, "v3_and_below_producer_id": producer_id,
+        "v3_and_below_producer_epoch": producer_epoch,
+        "v3_and_below_topics": [{"name": t, "partitions": ps} for t, ps in topics.items()]})
+
+
+def add_offsets_to_txn_request(version: int, transactional_id: str, producer_id: int, producer_epoch: int,
+                               group_id: str) -> Any:
+    return build(request_class(ApiKey.ADD_OFFSETS_TO_TXN, version), {
+        "transactional_id": transactional_id, "producer_id": producer_id, "producer_epoch": producer_epoch,
+        "group_id": group_id})
+
+
+def txn_offset_commit_request(version: int, transactional_id: str, group_id: str, producer_id: int,
+                              producer_epoch: int, offsets: dict[tuple[str, int], tuple[int, str]]) -> Any:
+    """TxnOffsetCommit of `offsets` ((topic, partition) -> (offset, metadata)), outside any group generation."""
+    topics: dict[str, list[dict[str, Any]]] = {}
+    for (topic, partition), (offset, metadata) in offsets.items():
+        topics.setdefault(topic, []).append({"partition_index": partition, "committed_offset": offset,
+                                             "committed_leader_epoch": -1, "committed_metadata": metadata})
+    return build(request_class(ApiKey.TXN_OFFSET_COMMIT, version), {
+        "transactional_id": transactional_id, "group_id": group_id, "producer_id": producer_id,
+        "producer_epoch": producer_epoch, "generation_id": -1, "member_id": "", "group_instance_id": None,
+        "topics": [{"name": t, "partitions": ps} for t, ps in topics.items()]})
+
+
+def end_txn_request(version: int, transactional_id: str, producer_id: int, producer_epoch: int,
+                    commit: bool) -> Any:
+    return build(request_class(ApiKey.END_TXN, version), {
+        "transactional_id": transactional_id, "producer_id": producer_id, "producer_epoch": producer_epoch,
+        "committed": commit})
+
+
+def offset_fetch_request(version: int, group_id: str, partitions: list[tuple[str, int]],
+                         require_stable: bool = False) -> Any:
+    """OffsetFetch of one group (v1-7); `require_stable` (v7, KIP-447) waits out open transactions."""
+    topics: dict[str, list[int]] = {}
+    for topic, partition in partitions:
+        topics.setdefault(topic, []).append(partition)
+    return build(request_class(ApiKey.OFFSET_FETCH, version), {
+        "group_id": group_id, "require_stable": require_stable,
+        "topics": [{"name": t, "partition_indexes": ps} for t, ps in topics.items()]})
 
 
 def log_dirs_request(version: int, topic: str, partitions: list[int]) -> Any:

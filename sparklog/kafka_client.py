@@ -28,6 +28,7 @@ from kafka_protocol.client_codec import (
     ResponseError,
     decode_response,
     encode_request,
+    find_coordinator_request,
     list_offsets_request,
     log_dirs_request,
     metadata_request,
@@ -40,7 +41,11 @@ from kafka_protocol.fetch_response import FetchedPartition, FetchResponseError, 
 # v12, the last version that names topics (v13+ address them by topic id). DescribeLogDirs is
 # optional (only maxBytesPerTrigger needs it), and so are Produce and InitProducerId (only the sink).
 SUPPORTED = {ApiKey.FETCH: (4, 12), ApiKey.LIST_OFFSETS: (1, 7), ApiKey.METADATA: (4, 12), ApiKey.API_VERSIONS: (0, 0)}
-OPTIONAL = {ApiKey.DESCRIBE_LOG_DIRS: (1, 4), ApiKey.PRODUCE: (3, 9), ApiKey.INIT_PRODUCER_ID: (0, 4)}
+OPTIONAL = {ApiKey.DESCRIBE_LOG_DIRS: (1, 4), ApiKey.PRODUCE: (3, 9), ApiKey.INIT_PRODUCER_ID: (0, 4),
+            # the exactly-once sink's transactions (sparklog.transactional_producer)
+            ApiKey.FIND_COORDINATOR: (1, 4), ApiKey.ADD_PARTITIONS_TO_TXN: (1, 3),
+            ApiKey.ADD_OFFSETS_TO_TXN: (1, 3), ApiKey.END_TXN: (1, 3), ApiKey.TXN_OFFSET_COMMIT: (2, 3),
+            ApiKey.OFFSET_FETCH: (7, 7)}
 EARLIEST, LATEST = -2, -1
 MAX_RESPONSE_BYTES = 1 << 30
 _SIZE = struct.Struct(">i")
@@ -287,6 +292,20 @@ class KafkaClient:
 
     def any_connection(self) -> BrokerConnection:
         return self._any_connection()
+
+    def coordinator_connection(self, key: str, key_type: int) -> BrokerConnection:
+        """The connection to the coordinator of a group (`key_type` 0) or a transactional id (1);
+        PartitionError("*", -1, code) when the cluster names none yet (COORDINATOR_NOT_AVAILABLE, ...)."""
+        conn = self._any_connection()
+        version = conn.versions.get(ApiKey.FIND_COORDINATOR)
+        if version is None:
+            raise KafkaClientError(f"{conn.address} does not answer FindCoordinator in versions 1-4")
+        answer = conn.call(ApiKey.FIND_COORDINATOR, version, find_coordinator_request(version, key, key_type))
+        found = answer.coordinators[0] if version >= 4 else answer
+        if found.error_code.value != NONE:
+            raise PartitionError("*", -1, found.error_code.value)
+        self._nodes[found.node_id] = (found.host, found.port)
+        return self._connection(found.node_id)
 
     def forget_leader(self, topic: str, partition: int) -> None:
         """Drop what is known of a partition's leader (after NOT_LEADER and the like) and its connection."""

@@ -14,6 +14,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from sparklog.produce_client import ProduceClient, ProduceError, ProducerConfig
+from sparklog.transactional_producer import Transaction
 from sparklog.record_encoder import BatchSettings, Columns, EncodeError, Partitioner, encode
 
 
@@ -48,12 +49,18 @@ def _columns(batch: pa.RecordBatch) -> Columns:
 class NativeTaskProducer:
     """One task's producer over the native encoder; `send_batch` returns once the batch is acknowledged."""
 
-    def __init__(self, topic_option: Optional[str], config: ProducerConfig) -> None:
+    def __init__(self, topic_option: Optional[str], config: ProducerConfig,
+                 transactional_id: Optional[str] = None, transaction_timeout_ms: int = 0) -> None:
         self.topic_option = topic_option
         self.config = config
         self.settings = BatchSettings(codec=config.codec, max_batch_bytes=config.max_batch_bytes)
         self.client = ProduceClient(config)
-        self.client.init_producer()
+        self.transaction: Optional[Transaction] = None
+        if transactional_id is None:
+            self.client.init_producer()
+        else:
+            self.transaction = Transaction(self.client, transactional_id, transaction_timeout_ms)
+            self.transaction.init()
         self.partitioners: dict[str, Partitioner] = {}
         self.sent = 0
 
@@ -69,9 +76,13 @@ class NativeTaskProducer:
             cols = _columns(rows)
             try:
                 groups = self._partitioner(topic).assign(cols)
+                txn = self.transaction
+                if txn is not None:
+                    txn.add_partitions((topic, partition) for partition, _, _ in groups)
                 for partition, selected, count in groups:
                     base = c.take_sequence(topic, partition, count)
-                    for data, n in encode(cols, selected, self.settings, c.producer_id, c.producer_epoch, base):
+                    for data, n in encode(cols, selected, self.settings, c.producer_id, c.producer_epoch, base,
+                                          transactional=txn is not None):
                         c.enqueue(topic, partition, data, n)
             except EncodeError as e:
                 raise ProduceError(topic, -1, str(e)) from None

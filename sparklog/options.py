@@ -69,7 +69,9 @@ SOURCE_OPTIONS = (
     "fetchOffset.numRetries", "fetchOffset.retryIntervalMs", "groupIdPrefix", "commitToGroup", "fetcher",
     "failOnMissingTopic",
 )
-SINK_OPTIONS = ("topic", "producer", "includeHeaders")
+SINK_OPTIONS = ("topic", "producer", "includeHeaders", "deliveryGuarantee", "transactionalIdPrefix")
+DELIVERY_GUARANTEES = ("at-least-once", "exactly-once")
+DEFAULT_TRANSACTION_TIMEOUT_MS = 300_000    # the exactly-once sink's kafka.transaction.timeout.ms
 _SPARK_SET = ("path", "checkpointLocation")   # options Spark itself may hand a data source
 
 
@@ -136,6 +138,9 @@ class WriteOptions:
     kafka_params: dict[str, str] = field(default_factory=dict)
     topic: Optional[str] = None
     producer: Producer = "auto"                 # how executors produce (see sparklog.writer)
+    exactly_once: bool = False                  # deliveryGuarantee=exactly-once: Kafka transactions
+    transactional_id_prefix: str = "pylog-sink-"
+    transaction_timeout_ms: int = DEFAULT_TRANSACTION_TIMEOUT_MS
 
 
 # --- small typed parsers ---------------------------------------------------------------------------
@@ -496,8 +501,28 @@ def parse_write_options(options: Mapping[str, str]) -> WriteOptions:
     if topic == "":
         raise OptionError("Invalid value '' for option 'topic': expected a topic name")
     producer = _client_choice("producer", opts.get("producer", "auto"), PRODUCERS, params)
-    return WriteOptions(bootstrap_servers=params.pop("bootstrap.servers"), kafka_params=params, topic=topic,
-                        producer=producer)   # type: ignore[arg-type]
+    guarantee = opts.get("deliveryguarantee", "at-least-once").strip().lower()
+    if guarantee not in DELIVERY_GUARANTEES:
+        raise OptionError(f"Invalid value '{opts['deliveryguarantee']}' for option 'deliveryGuarantee': allowed "
+                          f"values are {', '.join(DELIVERY_GUARANTEES)}")
+    exactly_once = guarantee == "exactly-once"
+    if "transactional.id" in params:
+        raise OptionError("Kafka option 'transactional.id' is not supported: set deliveryGuarantee=exactly-once, "
+                          "and the sink derives one transactional id per task (transactionalIdPrefix sets its prefix)")
+    timeout = params.pop("transaction.timeout.ms", None)
+    prefix = opts.get("transactionalidprefix", "pylog-sink-")
+    if exactly_once and producer == "librdkafka":
+        raise OptionError("deliveryGuarantee=exactly-once needs the sink's own producer (plain TCP): remove "
+                          "producer=librdkafka")
+    write = WriteOptions(bootstrap_servers=params.pop("bootstrap.servers"), kafka_params=params, topic=topic,
+                         producer=producer, exactly_once=exactly_once,  # type: ignore[arg-type]
+                         transactional_id_prefix=prefix,
+                         transaction_timeout_ms=DEFAULT_TRANSACTION_TIMEOUT_MS if timeout is None
+                         else parse_positive_int("kafka.transaction.timeout.ms", timeout))
+    if exactly_once and not native_producer(write):
+        raise OptionError("deliveryGuarantee=exactly-once needs the sink's own producer, which speaks plain TCP "
+                          "only for now: TLS and SASL (kafka.security.protocol) are not supported with it yet")
+    return write
 
 
 def native_producer(opts: WriteOptions) -> bool:

@@ -100,6 +100,7 @@ class ProduceClient:
         self.config = config
         self.client = KafkaClient(config.client())
         self.producer_id, self.producer_epoch = -1, -1
+        self.transactional_id: Optional[str] = None     # a transactional producer's (use_producer)
         self._sequences: dict[TopicPartition, int] = {}
         self._queues: dict[TopicPartition, deque[_Batch]] = {}
         self.delivered = 0
@@ -141,6 +142,12 @@ class ProduceClient:
             self.producer_id, self.producer_epoch = int(answer.producer_id), int(answer.producer_epoch)
 
         self._retrying("InitProducerId", "*", attempt)
+
+    def use_producer(self, transactional_id: str, producer_id: int, producer_epoch: int) -> None:
+        """A transactional producer's id and epoch (from its InitProducerId): sequences start again at 0."""
+        self.transactional_id = transactional_id
+        self.producer_id, self.producer_epoch = producer_id, producer_epoch
+        self._sequences.clear()
 
     def partitions(self, topic: str) -> int:
         """How many partitions `topic` has (Metadata). A missing topic is created by a broker that allows it, as
@@ -245,7 +252,8 @@ class ProduceClient:
                 topics.setdefault(t, []).append((p, self._queues[(t, p)][0].data))
             correlation_id = conn.next_correlation_id()
             conn.send_frame(encode_produce_request(version, correlation_id, self.config.client_id, self.config.acks,
-                                                   self.config.request_timeout_ms, list(topics.items())))
+                                                   self.config.request_timeout_ms, list(topics.items()),
+                                                   self.transactional_id))
             if self.config.acks == 0:       # the broker does not answer
                 for tp in chosen:
                     self._delivered(tp)

@@ -91,14 +91,14 @@ class Columns:
 
 
 def encode(cols: Columns, rows: Any, settings: BatchSettings, producer_id: int = -1, producer_epoch: int = -1,
-           base_sequence: int = -1, now_ms: Optional[int] = None) -> list[tuple[Any, int]]:
+           base_sequence: int = -1, now_ms: Optional[int] = None, transactional: bool = False) -> list[tuple[Any, int]]:
     """Record batches of `rows` (a buffer from `Partitioner.assign`, or None for every row):
-    [(batch bytes as a buffer, record count)]."""
+    [(batch bytes as a buffer, record count)]; `transactional` marks them as a transaction's."""
     try:
         return pylog_native.encode_batches(
             cols.value, cols.key, cols.headers, cols.timestamp, rows, settings.codec, settings.level,
             settings.max_batch_bytes, int(time.time() * 1000) if now_ms is None else now_ms,
-            producer_id, producer_epoch, base_sequence)
+            producer_id, producer_epoch, base_sequence, transactional)
     except pylog_native.EncodeError as e:
         raise EncodeError(str(e)) from None
 

@@ -3,7 +3,7 @@
 //! (a single record larger than that gets a batch of its own; the broker decides whether it fits).
 //!
 //! Layout written (Kafka's DefaultRecordBatch): baseOffset 0, batchLength, partitionLeaderEpoch -1,
-//! magic 2, CRC32C of everything after the crc, attributes (codec; CreateTime; never transactional),
+//! magic 2, CRC32C of everything after the crc, attributes (codec; CreateTime; transactional if asked),
 //! lastOffsetDelta, baseTimestamp (first record), maxTimestamp, producerId/epoch, baseSequence
 //! (-1 without a producer id), record count, then the records: length, attributes 0, timestamp delta,
 //! offset delta (varints), key, value, headers. Raw snappy (as librdkafka sends), the LZ4 frame
@@ -20,6 +20,7 @@ const GZIP: u8 = 1;
 const SNAPPY: u8 = 2;
 const LZ4: u8 = 3;
 const ZSTD: u8 = 4;
+const ATTR_TRANSACTIONAL: i16 = 0x10;
 
 pub struct Columns<'a> {
     pub value: VarView<'a>,
@@ -37,6 +38,8 @@ pub struct BatchSpec {
     pub producer_id: i64,
     pub producer_epoch: i16,
     pub base_sequence: i32,
+    /// a transactional producer's batch (attributes bit 4), KIP-98
+    pub transactional: bool,
 }
 
 /// One encoded batch and how many records it holds.
@@ -188,7 +191,8 @@ fn seal(batch: &mut [u8], spec: &BatchSpec, base_sequence: i32, count: usize, fi
     batch[8..12].copy_from_slice(&((len - 12) as i32).to_be_bytes());
     batch[12..16].copy_from_slice(&(-1i32).to_be_bytes());
     batch[16] = 2;
-    batch[21..23].copy_from_slice(&(spec.codec as i16).to_be_bytes());
+    let attributes = spec.codec as i16 | if spec.transactional { ATTR_TRANSACTIONAL } else { 0 };
+    batch[21..23].copy_from_slice(&attributes.to_be_bytes());
     batch[23..27].copy_from_slice(&((count - 1) as i32).to_be_bytes());
     batch[27..35].copy_from_slice(&first_ts.to_be_bytes());
     batch[35..43].copy_from_slice(&max_ts.to_be_bytes());

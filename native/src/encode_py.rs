@@ -126,13 +126,14 @@ fn partition_rows<'py>(py: Python<'py>, value: VarTuple<'py>, key: Option<VarTup
 /// Record batches of the given rows: [(batch Buffer, record count)], in order.
 #[pyfunction]
 #[pyo3(signature = (value, key=None, headers=None, timestamp=None, rows=None, codec=0, level=None,
-                    max_batch_bytes=1_000_000, now_ms=0, producer_id=-1, producer_epoch=-1, base_sequence=-1))]
+                    max_batch_bytes=1_000_000, now_ms=0, producer_id=-1, producer_epoch=-1, base_sequence=-1,
+                    transactional=false))]
 #[allow(clippy::too_many_arguments)]
 fn encode_batches<'py>(py: Python<'py>, value: VarTuple<'py>, key: Option<VarTuple<'py>>,
                        headers: Option<HeadersTuple<'py>>, timestamp: Option<FixedTuple<'py>>,
                        rows: Option<Bound<'py, PyAny>>, codec: u8, level: Option<i32>, max_batch_bytes: usize,
-                       now_ms: i64, producer_id: i64, producer_epoch: i16, base_sequence: i32)
-                       -> PyResult<Vec<(Py<Buffer>, usize)>> {
+                       now_ms: i64, producer_id: i64, producer_epoch: i16, base_sequence: i32,
+                       transactional: bool) -> PyResult<Vec<(Py<Buffer>, usize)>> {
     let value = VarBufs::new(value)?;
     let key = key.map(VarBufs::new).transpose()?;
     let headers = match headers {
@@ -151,7 +152,8 @@ fn encode_batches<'py>(py: Python<'py>, value: VarTuple<'py>, key: Option<VarTup
         headers: headers.as_ref().map(|h| h.view()).transpose()?,
         timestamp: timestamp.as_ref().map(|t| t.view::<8>("timestamp")).transpose()?,
     };
-    let spec = BatchSpec { codec, level, max_batch_bytes, now_ms, producer_id, producer_epoch, base_sequence };
+    let spec = BatchSpec { codec, level, max_batch_bytes, now_ms, producer_id, producer_epoch, base_sequence,
+                           transactional };
     let batches = py.detach(|| encode(&cols, rows.as_deref(), &spec)).map_err(py_err)?;
     batches.into_iter().map(|b| Ok((buf(py, b.data)?, b.records))).collect()
 }
