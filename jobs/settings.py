@@ -122,8 +122,32 @@ MAINTAIN = (
 ) + COMMON
 
 
+STREAM_TO_TOPIC = SOURCE + COMMON + (
+    Setting("source.starting.offsets", "earliest", "where a query with a new checkpoint starts: earliest | latest | "
+            "JSON like {\"events\":{\"0\":0}}"),
+    Setting("source.max.offsets.per.trigger", None, "at most this many records per micro-batch"),
+    Setting("source.isolation.level", "read_committed", "read_committed: read only committed transactions (what "
+            "an exactly-once pipeline reads) | read_uncommitted"),
+    Setting("transform.sql", "SELECT key, value, headers FROM source", "the transformation: a Spark SQL query over "
+            "the view `source` (columns key, value, topic, partition, offset, timestamp, timestampType, headers) "
+            "giving value and optionally key, headers, partition, topic"),
+    Setting("sink.bootstrap.servers", "<source.bootstrap.servers>", "brokers of the output topic"),
+    Setting("sink.topic", None, "the output topic (unless the query gives a topic column)"),
+    Setting("sink.checkpoint.location", None, "Spark checkpoint directory: the query's source offsets and batch ids",
+            True),
+    Setting("sink.delivery.guarantee", "exactly-once", "exactly-once: each micro-batch in Kafka transactions, a "
+            "replayed batch never written twice (read the output with read_committed) | at-least-once"),
+    Setting("sink.transactional.id.prefix", "<job name>-", "prefix of the sink's transactional ids (one per query "
+            "and task)"),
+    Setting("sink.kafka.*", None, "passed to the sink's producer without the 'sink.' prefix, e.g. "
+            "sink.kafka.transaction.timeout.ms, sink.kafka.compression.type"),
+    Setting("trigger", "available-now", "available-now (catch up, then stop) | processing-time=<interval>"),
+)
+
+
 JOB_SETTINGS: dict[str, tuple[Setting, ...]] = {
     "stream_to_delta": STREAM_TO_DELTA,
+    "stream_to_topic": STREAM_TO_TOPIC,
     "batch_load": BATCH_LOAD,
     "reprocess": REPROCESS,
     "maintain": MAINTAIN,

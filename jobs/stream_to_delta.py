@@ -40,9 +40,8 @@ from connectors.delta_sink import arrow_schema, writer_options
 from connectors.offset_manager import OffsetManager, declared_start, live_log
 from connectors.spark_checkpoint import progress
 from jobs.config import JobConfig
-from jobs.errors import JobFailed, root_cause
 from jobs.rows import add_raw_columns, check_value_settings, job_rows, observed, observed_counts, source_options
-from jobs.signals import STOPPER
+from jobs.supervise import supervise
 from jobs.sink_engine import DeltaSparkStreamWriter, check_keys, sink_choice, table_columns
 from jobs.spark_session import build_session
 from sparklog.offsets import PartitionOffsets, from_offset_dict, to_json
@@ -170,36 +169,5 @@ def run(cfg: JobConfig) -> int:
                  .options(**writer_options(table, app_id, partition_by=partition_by, merge_schema=merge_schema,
                                            generation=plan.generation, checkpoint=str(plan.checkpoint)))
                  .trigger(**trigger).start())
-    return _supervise(query, _ProgressLogger(OffsetManager(table, app_id), cfg.require("source.bootstrap.servers"),
+    return supervise(query, _ProgressLogger(OffsetManager(table, app_id), cfg.require("source.bootstrap.servers"),
                                              cfg.get("group.mirror")))
-
-
-def _ran(progress: Any) -> bool:
-    """Whether a progress event reports a batch that ran: a processing-time query also reports idle triggers,
-    under the id of the batch still to come, with 0 rows."""
-    return "addBatch" in (progress.durationMs or {})
-
-
-def _supervise(query: Any, on_progress: _ProgressLogger) -> int:
-    STOPPER.graceful = True
-    stop = STOPPER.requested
-    seen = -1
-    while query.isActive:
-        query.awaitTermination(0.5)
-        for p in query.recentProgress:
-            if p.batchId > seen and _ran(p):
-                seen = p.batchId
-                on_progress(p)
-        if stop.is_set():
-            log.info("stopping after the batch in flight (signal received; a second one stops at once)")
-            while query.isActive and query.status.get("isTriggerActive"):
-                time.sleep(0.2)
-            query.stop()
-    for p in query.recentProgress:
-        if p.batchId > seen and _ran(p):
-            seen = p.batchId
-            on_progress(p)
-    exc = query.exception()
-    if exc is not None:
-        raise JobFailed(root_cause(exc))
-    return 0

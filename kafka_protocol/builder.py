@@ -69,9 +69,7 @@ def _convert(spec: _FieldSpec, value: Any) -> Any:
     if kt in ("timedelta_i32", "timedelta_i64") and isinstance(value, int):
         return datetime.timedelta(milliseconds=value)
     if kt == "datetime_i64" and isinstance(value, int):
-        if value < 0 and spec.optional:
-            return None
-        return _EPOCH + datetime.timedelta(milliseconds=value)     # -1 ("none") encodes as -1
+        return None if value < 0 else _EPOCH + datetime.timedelta(milliseconds=value)
     if kt == "error_code" and not isinstance(value, ErrorCode):
         return ErrorCode(int(value))
     return value

@@ -19,6 +19,7 @@ from kio.serial.errors import DecodeError
 
 from kafka_protocol.api_keys import ApiKey
 from kafka_protocol.controller_schemas import SCHEMAS as CONTROLLER_SCHEMAS
+from kafka_protocol.schema_fixes import RESPONSES as FIXED_RESPONSES
 from kafka_protocol.length_guard import LengthError, check_lengths
 from kafka_protocol.produce_codec import ProduceDecodeError, decode_produce
 from kafka_protocol.varint import skip_tagged_fields
@@ -60,6 +61,8 @@ def request_schema(api_key: int, api_version: int) -> type | None:
 def response_schema(api_key: int, api_version: int) -> type:
     if (api_key, api_version) in CONTROLLER_SCHEMAS:
         return CONTROLLER_SCHEMAS[api_key, api_version][1]
+    if (api_key, api_version) in FIXED_RESPONSES:
+        return FIXED_RESPONSES[api_key, api_version]
     return load_response_schema(api_key, api_version)
 
 

@@ -21,6 +21,7 @@ if TYPE_CHECKING:
 
 _SUMMARIES = {
     "stream_to_delta": "topics -> Delta, exactly once, as a Spark stream (catch up, or run continuously)",
+    "stream_to_topic": "topic -> Spark SQL transformation -> topic, exactly once (Kafka transactions)",
     "batch_load": "a cron-able incremental load: everything new since the last run, in one Delta commit",
     "reprocess": "rebuild a table from rewound offsets (earliest, a timestamp, given offsets or a table version's)",
     "maintain": "Delta maintenance with delta-spark: compaction, vacuum, checkpoint, and a report of each app's offsets",
@@ -28,7 +29,7 @@ _SUMMARIES = {
 
 
 def register(sub: "argparse._SubParsersAction[argparse.ArgumentParser]") -> None:
-    p = sub.add_parser("job", help="run a Spark job (stream_to_delta, batch_load, reprocess, maintain)",
+    p = sub.add_parser("job", help="run a Spark job (stream_to_delta, stream_to_topic, batch_load, reprocess, maintain)",
                        description="Run a job from jobs/, configured by conf/jobs/NAME.properties and --set "
                                    "overrides. `pylog job NAME --help` lists the job's settings.")
     jobs = p.add_subparsers(dest="name", metavar="NAME", required=True)

@@ -29,6 +29,7 @@ from pyspark import TaskContext
 from pyspark.sql.datasource import WriterCommitMessage
 
 from sparklog import client_configs
+from sparklog.faults import kill_at
 from sparklog.native_sink import NativeTaskProducer
 from sparklog.options import WriteOptions
 from sparklog.transactional_producer import TransactionError, TxnHandle, end_transaction
@@ -96,13 +97,16 @@ def write_task(opts: WriteOptions, batches: Iterator[pa.RecordBatch], transactio
         producer.close()
 
 
-def commit(opts: WriteOptions, messages: List[Optional[WriterCommitMessage]], what: str) -> int:
+def commit(opts: WriteOptions, messages: List[Optional[WriterCommitMessage]], what: str,
+           batch_id: Optional[int] = None) -> int:
     """End every prepared transaction with a commit; the records made visible."""
     config = client_configs.native_producer(opts)
     results = [m for m in messages if isinstance(m, TxnWriteResult)]
     for m in results:
         if m.transaction is not None:
             end_transaction(config, m.transaction, commit=True)
+    if batch_id is not None:
+        kill_at("PYLOG_FAULT_KILL_AFTER_TXN_COMMIT", batch_id)
     records = sum(m.records for m in results)
     skipped = sum(1 for m in results if m.already_committed)
     log.info("pylog sink: %s committed %d record(s) in %d transaction(s)%s", what, records,

@@ -224,7 +224,7 @@ class PylogStreamWriter(DataSourceStreamArrowWriter):
 
     def commit(self, messages: List[Optional[WriterCommitMessage]], batchId: int) -> None:
         if self.opts.exactly_once:
-            exactly_once_sink.commit(self.opts, messages, f"batch {batchId}")
+            exactly_once_sink.commit(self.opts, messages, f"batch {batchId}", batchId)
             return
         total = sum(m.records for m in messages if isinstance(m, WriteResult))
         log.info("pylog sink: batch %d wrote %d record(s)", batchId, total)

@@ -70,7 +70,7 @@ TRANSACTION_API_TABLE: dict[int, Api] = {
         Api(ApiKey.ADD_PARTITIONS_TO_TXN, 0, 4, transactions.handle_add_partitions_to_txn),
         Api(ApiKey.ADD_OFFSETS_TO_TXN, 0, 3, transactions.handle_add_offsets_to_txn),
         Api(ApiKey.END_TXN, 0, 3, transactions.handle_end_txn),
-        Api(ApiKey.WRITE_TXN_MARKERS, 0, 1, transactions.handle_write_txn_markers),
+        Api(ApiKey.WRITE_TXN_MARKERS, 1, 1, transactions.handle_write_txn_markers),
         Api(ApiKey.TXN_OFFSET_COMMIT, 0, 3, transactions.handle_txn_offset_commit),
         Api(ApiKey.DESCRIBE_PRODUCERS, 0, 0, transactions.handle_describe_producers),
         Api(ApiKey.DESCRIBE_TRANSACTIONS, 0, 0, transactions.handle_describe_transactions),

@@ -1,6 +1,7 @@
 """`pylog consume`: the console consumer (kafka-console-consumer equivalent).
 
-Owns: choosing where to start (assign() without a group, subscribe() with one), the stop
+Owns: choosing where to start (assign() without a group, subscribe() with one), the isolation level
+(read_uncommitted unless --isolation-level read_committed, as kafka-console-consumer), the stop
 conditions (--max-messages, idle --timeout-ms, --exit-at-end) and writing records to stdout in the
 default (Kafka's DefaultMessageFormatter), kcat-style --format, or JSON layout.
 Must never: commit offsets when no --group was given.
@@ -41,6 +42,7 @@ FORMATTER_PROPERTIES = ("print.key", "print.value", "print.offset", "print.parti
                         "print.timestamp", "print.headers", "key.separator", "line.separator",
                         "headers.separator", "null.literal")
 TIMESTAMP_TYPES = {0: "NO_TIMESTAMP", 1: "CreateTime", 2: "LogAppendTime"}
+ISOLATION_LEVELS = ("read_uncommitted", "read_committed")
 BATCH_SIZE = 1000
 POLL_TIMEOUT_S = 0.2
 
@@ -69,6 +71,10 @@ def register(subparsers: argparse._SubParsersAction) -> None:
                         help="stop after N ms without a record (default: wait forever)")
     parser.add_argument("--exit-at-end", action="store_true",
                         help="stop when every assigned partition has been read to its end")
+    parser.add_argument("--isolation-level", choices=ISOLATION_LEVELS, default=None,
+                        help="read_committed: only records of committed transactions, up to the last stable "
+                             "offset; read_uncommitted (the default, as kafka-console-consumer): every record "
+                             "up to the high watermark")
     parser.add_argument("--formatter", choices=["default", "json"], default="default",
                         help="json: one object per record with topic, partition, offset, timestamp, "
                              "timestampType, key, value, headers")
@@ -259,8 +265,14 @@ def _make_consumer(args: argparse.Namespace, client_props: dict[str, str], offse
         "enable.auto.commit": bool(args.group),
         "auto.offset.reset": "earliest" if offset == OFFSET_BEGINNING else "latest",
         "enable.partition.eof": args.exit_at_end,
+        "isolation.level": "read_uncommitted",    # librdkafka's default is read_committed; Kafka's tool's is not
     }
     settings.update(client_props)
+    if args.isolation_level is not None:
+        given = client_props.get("isolation.level")
+        if given is not None and given != args.isolation_level:
+            raise CliError(f"--isolation-level {args.isolation_level} contradicts --property isolation.level={given}")
+        settings["isolation.level"] = args.isolation_level
     if watch is not None:
         settings["error_cb"] = watch
     try:

@@ -1,7 +1,8 @@
 """`pylog groups`: the kafka-consumer-groups equivalent (list, describe, reset-offsets, delete).
 
 Owns: the `groups` argument tree, the AdminClient calls behind it (ListGroups, DescribeGroups,
-OffsetFetch, ListOffsets, OffsetCommit with generation -1, DeleteGroups), the reset-offsets plan
+OffsetFetch, ListOffsets of the high watermark and of the last stable offset, OffsetCommit with
+generation -1, DeleteGroups), the reset-offsets plan
 (earliest, latest, offset, datetime, shift, duration; dry run unless --execute; refused while the
 group has members) and text output in kafka-consumer-groups' layout.
 
@@ -14,7 +15,7 @@ import datetime as dt
 import re
 from typing import Any
 
-from confluent_kafka import ConsumerGroupTopicPartitions, TopicPartition
+from confluent_kafka import ConsumerGroupTopicPartitions, IsolationLevel, TopicPartition
 from confluent_kafka.admin import AdminClient, OffsetSpec
 
 from kafka_protocol.timestamps import parse_instant_ms
@@ -41,6 +42,11 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     describe.add_argument("--group", required=True)
     describe.add_argument("--members", action="store_true", help="list members and their assignments")
     describe.add_argument("--state", action="store_true", help="show the group's coordinator and state")
+    describe.add_argument("--isolation-level", choices=["read_uncommitted", "read_committed"],
+                          default="read_uncommitted",
+                          help="the end LAG is measured to: the high watermark (LOG-END-OFFSET, the default) or "
+                               "the last stable offset (LAST-STABLE-OFFSET, where a read_committed consumer stops "
+                               "while a transaction is open)")
 
     reset = actions.add_parser("reset-offsets", help="plan or apply new committed offsets for an inactive group")
     add_connection_args(reset)
@@ -94,12 +100,13 @@ def _committed(admin: AdminClient, args: argparse.Namespace, group: str,
     return {(tp.topic, tp.partition): tp.offset for tp in result.topic_partitions or []}
 
 
-def _list_offsets(admin: AdminClient, args: argparse.Namespace,
-                  specs: dict[tuple[str, int], OffsetSpec]) -> dict[tuple[str, int], int]:
+def _list_offsets(admin: AdminClient, args: argparse.Namespace, specs: dict[tuple[str, int], OffsetSpec],
+                  isolation_level: IsolationLevel = IsolationLevel.READ_UNCOMMITTED) -> dict[tuple[str, int], int]:
+    """ListOffsets; for latest: the high watermark, or with READ_COMMITTED the last stable offset."""
     if not specs:
         return {}
     futures = admin.list_offsets({TopicPartition(t, p): s for (t, p), s in specs.items()},
-                                 request_timeout=REQUEST_TIMEOUT_S)
+                                 isolation_level=isolation_level, request_timeout=REQUEST_TIMEOUT_S)
     return {(tp.topic, tp.partition): result_or_error(f, topic=tp.topic, bootstrap=args.bootstrap_server,
                                                       operation="ListOffsets").offset
             for tp, f in futures.items()}
@@ -153,18 +160,24 @@ def _describe(admin: AdminClient, args: argparse.Namespace) -> int:
     committed = _committed(admin, args, group)
     keys = sorted(set(committed) | set(owner))
     ends = _list_offsets(admin, args, {k: OffsetSpec.latest() for k in keys})
+    stable = _list_offsets(admin, args, {k: OffsetSpec.latest() for k in keys}, IsolationLevel.READ_COMMITTED)
+    lag_to = stable if args.isolation_level == "read_committed" else ends
     if not desc.members:
         print(f"\nConsumer group '{group}' has no active members.\n")
     rows = []
     for topic, partition in keys:
         current = committed.get((topic, partition), -1)
-        end = ends.get((topic, partition), -1)
+        end, lso = ends.get((topic, partition), -1), stable.get((topic, partition), -1)
+        target = lag_to.get((topic, partition), -1)
         m = owner.get((topic, partition))
         rows.append([group, topic, str(partition), str(current) if current >= 0 else "-",
-                     str(end) if end >= 0 else "-", str(end - current) if current >= 0 and end >= 0 else "-",
+                     str(end) if end >= 0 else "-",
+                     str(target - current) if current >= 0 and target >= 0 else "-",
+                     str(lso) if lso >= 0 else "-",
                      m.member_id if m else "-", m.host if m else "-", m.client_id if m else "-"])
-    _table(["GROUP", "TOPIC", "PARTITION", "CURRENT-OFFSET", "LOG-END-OFFSET", "LAG", "CONSUMER-ID", "HOST",
-            "CLIENT-ID"], rows)
+    # LAST-STABLE-OFFSET after LAG: the first six columns stay kafka-consumer-groups' own
+    _table(["GROUP", "TOPIC", "PARTITION", "CURRENT-OFFSET", "LOG-END-OFFSET", "LAG", "LAST-STABLE-OFFSET",
+            "CONSUMER-ID", "HOST", "CLIENT-ID"], rows)
     return 0
 
 

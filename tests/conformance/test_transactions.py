@@ -72,7 +72,7 @@ from kio.schema.txn_offset_commit.v3.request import (
 
 from tests.support.batches import decode_batches, encode_batch, transactional_batch
 from tests.support.differential import Pair
-from tests.support.wire import WireClient, describe_transactions
+from tests.support.wire import WireClient
 
 KAFKA_ONLY = os.environ.get("PYLOG_CONFORMANCE_KAFKA_ONLY", "") not in ("", "0")
 
@@ -113,9 +113,7 @@ Scenario = Callable[[Send, Observed], None]
 
 
 class _Connection:
-    """One broker's raw connection for a scenario (reopened when the broker closes it). DescribeTransactions
-    answers are decoded with `transaction_start_time` as a plain int64: Kafka sends -1 when no transaction is
-    open, which kio's timestamp type refuses."""
+    """One broker's raw connection for a scenario (reopened when the broker closes it)."""
 
     def __init__(self, port: int) -> None:
         self.port = port
@@ -124,10 +122,7 @@ class _Connection:
     def send(self, request: Any) -> Any:
         if self.client is None:
             self.client = WireClient("127.0.0.1", self.port, timeout=30)
-        if isinstance(request, DescribeTransactionsRequest):
-            response = describe_transactions(self.client, request)
-        else:
-            response = self.client.request(request)
+        response = self.client.request(request)
         if response is None:
             self.close()
         return response

@@ -1,4 +1,5 @@
-"""Every example in README.md runs, in order, as a reader would copy it (docs/ has no runnable examples).
+"""Every example in README.md runs, in order, as a reader would copy it (docs/CLI.md's run in
+tests/integration/test_docs_examples.py, against the state that page states, without Spark).
 
 The blocks are read from the Markdown itself (tests/support/markdown_examples.py), so an example cannot
 rot without failing this test. The only changes are where things are: `localhost:9092` is the test's

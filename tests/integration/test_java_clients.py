@@ -2,20 +2,24 @@
 
 An idempotent lz4 producer with several requests in flight, consumer groups of three members under
 each of the client's assignors (members join one after another, so partitions change hands while
-records are being read), and the AdminClient's topic, config, record and group calls. The check
-prints its observations as JSON; the assertions on them are here.
+records are being read), the AdminClient's topic, config, record and group calls, and the
+transactional producer (KIP-98: commit and abort across partitions, consume-transform-produce with
+sendOffsetsToTransaction, a zombie fenced by its successor; with the AdminClient's transaction calls),
+whose expectations are checked against Apache Kafka 3.9 too. The check prints its observations as
+JSON; the assertions on them are here.
 """
 from __future__ import annotations
 
+import json
 import struct
 from pathlib import Path
-
+from typing import Any
 
 import pytest
 
 from pylog.launch.process import BrokerProcess
 from tests.support.clients import create_topic, produce, unique_name
-from tests.support.kafka_tools import java_result
+from tests.support.kafka_tools import java_client, java_result
 
 
 @pytest.fixture(scope="module")
@@ -173,3 +177,100 @@ def test_admin_client_topics_configs_records_and_groups(broker: BrokerProcess) -
     assert r["deleteConsumerGroupOffsets"] == {"0": 5, "2": 0, "3": 0}
     assert r["deleteConsumerGroups"] == {"listed": False}
     assert r["deleteTopics"] == {"a": False, "b": False}
+
+
+# ---------------------------------------------------------------- transactions (KIP-98)
+
+@pytest.fixture(scope="module", params=["pylog", "apache-kafka"])
+def transactions(request: pytest.FixtureRequest, broker: BrokerProcess) -> dict[str, Any]:
+    """One JVM runs the three transactional steps (`ClientCheck transactions`) against pylog's broker,
+    then against Apache Kafka 3.9 (the run's one Kafka, tests/conftest.py): the same assertions hold
+    on both, so each expectation below is Kafka's own. A step that threw is reported by its test."""
+    target = broker if request.param == "pylog" else request.getfixturevalue("apache_kafka")
+    done = java_client("transactions", target.bootstrap, timeout=150)
+    lines = done.stdout.strip().splitlines()
+    assert lines, f"ClientCheck transactions exited {done.returncode}\nstderr:\n{done.stderr[-4000:]}"
+    result: dict[str, Any] = json.loads(lines[-1])
+    result["stderr"] = done.stderr[-4000:]
+    return result
+
+
+def _step(result: dict[str, Any], name: str) -> dict[str, Any]:
+    step = result.get(name)
+    assert name not in result["failed"] and isinstance(step, dict) and "error" not in step, (
+        f"step {name}: {step} (failed: {result['failed']}, error: {result.get('error')})\nstderr:\n{result['stderr']}")
+    return step
+
+
+def test_transactional_producer_commits_and_aborts_across_three_partitions(transactions: dict[str, Any]) -> None:
+    r = _step(transactions, "commitAbort")
+    # 30 records over 3 partitions, committed; 30 more, aborted. The commit marker takes offset 10.
+    assert r["committed_offsets"] == {str(p): list(range(10)) for p in range(3)}
+    assert r["aborted_offsets"] == {str(p): list(range(11, 21)) for p in range(3)}
+    committed = [[p, k, f"committed-{i}"] for p in range(3) for k, i in enumerate(range(p, 30, 3))]
+    aborted = [[p, 11 + k, f"aborted-{i}"] for p in range(3) for k, i in enumerate(range(p, 30, 3))]
+    assert r["read_committed"] == committed
+    assert r["read_uncommitted"] == sorted(committed + aborted)
+    # Each partition: 10 records, a commit marker, 10 records, an abort marker.
+    assert r["end_offsets"] == {"read_committed": {str(p): 22 for p in range(3)},
+                                "read_uncommitted": {str(p): 22 for p in range(3)}}
+    pid, epoch = r["after_abort"]["producer_id"], r["after_abort"]["producer_epoch"]
+    assert pid >= 0 and epoch == 0                                   # a new transactional id
+    settled = {"producer_id": pid, "producer_epoch": epoch, "timeout_ms": 60000, "start_time_set": True,
+               "partitions": []}
+    assert r["after_abort"] == {"state": "CompleteAbort", **settled}
+
+    # A third transaction open with two records on partition 0: its last stable offset stays at 22.
+    assert r["open_offsets"] == {"0": [22, 23]}
+    open_ = r["open"]
+    assert open_["end_offsets"] == {"read_committed": {"0": 22, "1": 22, "2": 22},
+                                    "read_uncommitted": {"0": 24, "1": 22, "2": 22}}
+    assert open_["read_committed"] == 30
+    assert open_["describeTransactions"] == {"state": "Ongoing", "producer_id": pid, "producer_epoch": epoch,
+                                             "timeout_ms": 60000, "start_time_set": True, "partitions": ["0"]}
+    assert open_["listTransactions"] == [f"Ongoing/{pid}"]
+    # sequences on partition 0: 0-9 committed, 10-19 aborted, 20-21 open; the open one began at 22
+    assert open_["describeProducers"] == [{"producer_id": pid, "producer_epoch": epoch, "last_sequence": 21,
+                                           "txn_start_offset": 22}]
+    assert r["after_commit"] == {"state": "CompleteCommit", **settled}
+    assert r["final_end_offsets"] == {"0": 25, "1": 22, "2": 22}
+    assert r["open_read_after_commit"] == [22, 23]
+
+
+def test_transactional_consume_transform_produce_commits_offsets_with_the_output(transactions: dict[str, Any]) -> None:
+    r = _step(transactions, "consumeTransformProduce")
+    first, aborted, last = r["rounds"]
+    # The input (2 partitions of 10) is read in rounds of 8 (committed), 6 (aborted, read again) and 12.
+    assert [first["taken"], aborted["taken"], last["taken"]] == [8, 6, 12]
+    assert first["committed"] == first["sent_offsets"] and sum(first["sent_offsets"].values()) == 8
+    assert sum(aborted["sent_offsets"].values()) == 14
+    # Offsets pending in an open transaction: the read_committed consumer's committed() waits (KIP-447's
+    # require_stable, UNSTABLE_OFFSET_COMMIT) until its timeout.
+    assert aborted["committed_while_pending"] == "TimeoutException"
+    assert aborted["committed"] == first["committed"]                # the abort did not move them
+    assert last["committed"] == last["sent_offsets"] == {"0": 10, "1": 10}
+    assert r["more_input"] == 0 and r["generation"] >= 1
+    # The output holds each input exactly once; the aborted round's 6 are only visible uncommitted.
+    assert r["output_read_committed"] == sorted(f"x-in-{i}" for i in range(20))
+    assert r["output_read_uncommitted"] == 26
+
+
+def test_transactional_producer_is_fenced_by_a_successor_with_the_same_id(transactions: dict[str, Any]) -> None:
+    r = _step(transactions, "fencing")
+    fenced = "ProducerFencedException"
+    # Produce at the old epoch: INVALID_PRODUCER_EPOCH, an abortable error the commit repeats; the
+    # abort's EndTxn is then fenced (fatal), as is everything after.
+    assert r["produce"] == {"after_fence": "Empty", "send": "InvalidProducerEpochException",
+                            "commit": "InvalidProducerEpochException", "abort": fenced, "begin_again": fenced}
+    # AddPartitionsToTxn and EndTxn at the old epoch: PRODUCER_FENCED at once.
+    assert r["add_partition"] == {"after_fence": "Empty", "send": fenced, "commit": fenced, "abort": fenced,
+                                  "begin_again": fenced}
+    assert r["commit"] == {"after_fence": "Empty", "commit": fenced, "abort": fenced, "begin_again": fenced}
+    # Each fence aborts at a bumped epoch and the successor's InitProducerId bumps it again.
+    assert r["epochs"] == [0, 2, 4, 6]
+    assert r["final"] == "CompleteCommit"
+    # Only the last successor's record is committed; the three zombies' records on partition 0 were
+    # aborted (three abort markers), their late sends never written.
+    assert r["read_committed"] == ["1:successor"]
+    assert r["read_uncommitted"] == 4
+    assert r["end_offsets"] == {"0": 6, "1": 2}

@@ -23,7 +23,7 @@ from kio.schema.init_producer_id.v4.request import InitProducerIdRequest
 
 from pylog.launch.process import BrokerProcess
 from tests.support.clients import create_topic, unique_name
-from tests.support.wire import WireClient, describe_transactions
+from tests.support.wire import WireClient
 
 FAST_TIMEOUTS = {"transaction.abort.timed.out.transaction.cleanup.interval.ms": 300,
                  "group.initial.rebalance.delay.ms": 0}
@@ -224,7 +224,7 @@ def test_a_producer_bumps_its_own_epoch_and_a_lost_answer_is_answered_again(txn_
 
 def describe(port: int, txn_id: str) -> Any:
     with WireClient("127.0.0.1", port) as c:
-        return describe_transactions(c, DescribeTransactionsRequest(transactional_ids=(txn_id,))).transaction_states[0]
+        return c.request(DescribeTransactionsRequest(transactional_ids=(txn_id,))).transaction_states[0]
 
 
 def test_a_transaction_open_when_the_broker_is_killed_is_aborted_after_restart(tmp_path: Path):

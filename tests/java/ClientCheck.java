@@ -4,6 +4,7 @@
 //   produce-idempotent <bootstrap> <topic> <n>
 //   consume-group <bootstrap> <topic> <group> <assignor> <members> <n>
 //   admin <bootstrap>
+//   transactions <bootstrap>
 //
 // Each subcommand prints one JSON line (its results, "ok" and, on failure, "error" or "failed") on
 // stdout and exits 1 on any failure; stack traces and the client's logs go to stderr.
@@ -37,12 +38,17 @@ import org.apache.kafka.clients.admin.ConsumerGroupListing;
 import org.apache.kafka.clients.admin.DescribeClusterResult;
 import org.apache.kafka.clients.admin.DeletedRecords;
 import org.apache.kafka.clients.admin.ListOffsetsResult;
+import org.apache.kafka.clients.admin.ListTransactionsOptions;
 import org.apache.kafka.clients.admin.MemberDescription;
 import org.apache.kafka.clients.admin.NewPartitions;
 import org.apache.kafka.clients.admin.NewTopic;
 import org.apache.kafka.clients.admin.OffsetSpec;
+import org.apache.kafka.clients.admin.ProducerState;
 import org.apache.kafka.clients.admin.RecordsToDelete;
 import org.apache.kafka.clients.admin.TopicDescription;
+import org.apache.kafka.clients.admin.TransactionDescription;
+import org.apache.kafka.clients.admin.TransactionListing;
+import org.apache.kafka.clients.admin.TransactionState;
 import org.apache.kafka.clients.consumer.ConsumerConfig;
 import org.apache.kafka.clients.consumer.ConsumerRebalanceListener;
 import org.apache.kafka.clients.consumer.ConsumerRecord;
@@ -85,8 +91,12 @@ public final class ClientCheck {
                 case "admin":
                     admin(args[1], result, failed);
                     break;
+                case "transactions":
+                    transactions(args[1], result, failed);
+                    break;
                 default:
-                    throw new IllegalArgumentException("usage: ClientCheck produce-idempotent|consume-group|admin ...");
+                    throw new IllegalArgumentException(
+                        "usage: ClientCheck produce-idempotent|consume-group|admin|transactions ...");
             }
         } catch (Throwable t) {
             t.printStackTrace();
@@ -696,5 +706,369 @@ public final class ClientCheck {
                 return Map.of("a", names.contains(a), "b", names.contains(b));
             });
         }
+    }
+
+    // ---------------------------------------------------------------- transactions
+
+    static KafkaProducer<String, String> txnProducer(String bootstrap, String txnId) {
+        Properties p = clientProps(bootstrap);
+        p.put(ProducerConfig.TRANSACTIONAL_ID_CONFIG, txnId);
+        p.put(ProducerConfig.CLIENT_ID_CONFIG, txnId);
+        p.put(ProducerConfig.LINGER_MS_CONFIG, "5");
+        p.put(ProducerConfig.MAX_BLOCK_MS_CONFIG, "30000");
+        p.put(ProducerConfig.KEY_SERIALIZER_CLASS_CONFIG, StringSerializer.class.getName());
+        p.put(ProducerConfig.VALUE_SERIALIZER_CLASS_CONFIG, StringSerializer.class.getName());
+        KafkaProducer<String, String> producer = new KafkaProducer<>(p);
+        producer.initTransactions();
+        return producer;
+    }
+
+    interface Action {
+        void run() throws Exception;
+    }
+
+    /** "ok", or the exception's class and its causes' ("KafkaException<InvalidProducerEpochException"). */
+    static String outcome(Action s) {
+        try {
+            s.run();
+            return "ok";
+        } catch (Throwable t) {
+            System.err.println("(expected?) " + t);
+            while ((t instanceof ExecutionException || t instanceof java.util.concurrent.CompletionException)
+                   && t.getCause() != null) {
+                t = t.getCause();
+            }
+            StringBuilder out = new StringBuilder(t.getClass().getSimpleName());
+            for (Throwable c = t.getCause(); c != null && c != c.getCause(); c = c.getCause()) {
+                out.append('<').append(c.getClass().getSimpleName());
+            }
+            return out.toString();
+        }
+    }
+
+    static List<TopicPartition> partitionsOf(String topic, int n) {
+        List<TopicPartition> tps = new ArrayList<>();
+        for (int q = 0; q < n; q++) {
+            tps.add(new TopicPartition(topic, q));
+        }
+        return tps;
+    }
+
+    static Map<Integer, Long> byPartition(Map<TopicPartition, ?> offsets) {
+        Map<Integer, Long> out = new TreeMap<>();
+        offsets.forEach((tp, o) -> out.put(tp.partition(), o == null ? null
+            : o instanceof OffsetAndMetadata ? ((OffsetAndMetadata) o).offset() : ((Number) o).longValue()));
+        return out;
+    }
+
+    static Map<Integer, Long> endOffsets(String bootstrap, List<TopicPartition> tps, String isolation) {
+        try (KafkaConsumer<String, String> c = consumer(bootstrap, null,
+                                                        Map.of(ConsumerConfig.ISOLATION_LEVEL_CONFIG, isolation))) {
+            return byPartition(c.endOffsets(tps));
+        }
+    }
+
+    /** Every record visible under `isolation`, read to that isolation's end: [partition, offset, value]. */
+    static List<List<Object>> readAll(String bootstrap, List<TopicPartition> tps, String isolation) {
+        List<List<Object>> out = new ArrayList<>();
+        try (KafkaConsumer<String, String> c = consumer(bootstrap, null, Map.of(
+                 ConsumerConfig.ISOLATION_LEVEL_CONFIG, isolation,
+                 ConsumerConfig.FETCH_MAX_WAIT_MS_CONFIG, "50"))) { // (its close waited 500 ms, on Kafka too)
+            c.assign(tps);
+            c.seekToBeginning(tps);
+            Map<TopicPartition, Long> end = c.endOffsets(tps); // the last stable offset under read_committed
+            long deadline = System.nanoTime() + TimeUnit.SECONDS.toNanos(WAIT_S);
+            while (System.nanoTime() < deadline) {
+                boolean done = true;
+                for (TopicPartition tp : tps) {
+                    done &= c.position(tp) >= end.get(tp);
+                }
+                if (done) {
+                    break;
+                }
+                for (ConsumerRecord<String, String> r : c.poll(Duration.ofMillis(100))) {
+                    out.add(List.of(r.partition(), r.offset(), r.value()));
+                }
+            }
+            for (TopicPartition tp : tps) {
+                if (c.position(tp) < end.get(tp)) {
+                    throw new IllegalStateException(isolation + " reader stuck at " + c.position(tp) + " of " + tp
+                                                    + " (end " + end.get(tp) + ")");
+                }
+            }
+        }
+        out.sort((a, b) -> a.get(0).equals(b.get(0)) ? Long.compare((Long) a.get(1), (Long) b.get(1))
+                                                      : Integer.compare((Integer) a.get(0), (Integer) b.get(0)));
+        return out;
+    }
+
+    static Map<Integer, List<Long>> sendAll(KafkaProducer<String, String> producer, String topic, int partitions,
+                                            String prefix, int n) throws Exception {
+        List<Future<RecordMetadata>> fs = new ArrayList<>();
+        for (int i = 0; i < n; i++) {
+            fs.add(producer.send(new ProducerRecord<>(topic, i % partitions, null, prefix + i)));
+        }
+        Map<Integer, List<Long>> offsets = new TreeMap<>();
+        for (Future<RecordMetadata> f : fs) {
+            RecordMetadata md = f.get(WAIT_S, TimeUnit.SECONDS);
+            offsets.computeIfAbsent(md.partition(), k -> new ArrayList<>()).add(md.offset());
+        }
+        return offsets;
+    }
+
+    static Map<String, Object> transactionDescription(Admin admin, String txnId) throws Exception {
+        TransactionDescription d = admin.describeTransactions(List.of(txnId)).description(txnId)
+                                        .get(WAIT_S, TimeUnit.SECONDS);
+        Map<String, Object> out = new LinkedHashMap<>();
+        out.put("state", d.state().toString());
+        out.put("producer_id", d.producerId());
+        out.put("producer_epoch", d.producerEpoch());
+        out.put("timeout_ms", d.transactionTimeoutMs());
+        out.put("start_time_set", d.transactionStartTimeMs().isPresent());
+        List<String> tps = new ArrayList<>();
+        for (TopicPartition tp : d.topicPartitions()) {
+            tps.add(String.valueOf(tp.partition()));
+        }
+        tps.sort(null);
+        out.put("partitions", tps);
+        return out;
+    }
+
+    /** The description once the transaction's markers are written: Kafka's EndTxn answers at PrepareCommit
+     *  or PrepareAbort and writes the markers after; a transaction stuck there fails the step. */
+    static Map<String, Object> settledTransaction(Admin admin, String txnId) throws Exception {
+        long deadline = System.nanoTime() + TimeUnit.SECONDS.toNanos(10);
+        while (true) {
+            Map<String, Object> d = transactionDescription(admin, txnId);
+            if (!d.get("state").toString().startsWith("Prepare")) {
+                return d;
+            }
+            if (System.nanoTime() > deadline) {
+                throw new IllegalStateException("transaction " + txnId + " stuck in " + d);
+            }
+            Thread.sleep(50);
+        }
+    }
+
+    static void transactions(String bootstrap, Map<String, Object> results, List<String> failed) throws Exception {
+        String suffix = Long.toHexString(System.nanoTime());
+        String atomic = "txn-atomic-" + suffix;
+        String source = "txn-in-" + suffix;
+        String sink = "txn-out-" + suffix;
+        String fenced = "txn-fenced-" + suffix;
+        try (Admin admin = adminClient(bootstrap)) {
+            admin.createTopics(List.of(new NewTopic(atomic, 3, (short) 1), new NewTopic(source, 2, (short) 1),
+                                       new NewTopic(sink, 2, (short) 1), new NewTopic(fenced, 2, (short) 1)))
+                 .all().get(WAIT_S, TimeUnit.SECONDS);
+            Map<String, Long> millis = new LinkedHashMap<>();
+            long t = System.nanoTime();
+            step(results, failed, "commitAbort", () -> commitAbort(bootstrap, admin, atomic, "tx-atomic-" + suffix));
+            millis.put("commitAbort", (System.nanoTime() - t) / 1_000_000);
+            t = System.nanoTime();
+            step(results, failed, "consumeTransformProduce", () ->
+                consumeTransformProduce(bootstrap, source, sink, "txn-ctp-" + suffix, "tx-ctp-" + suffix));
+            millis.put("consumeTransformProduce", (System.nanoTime() - t) / 1_000_000);
+            t = System.nanoTime();
+            step(results, failed, "fencing", () -> fencing(bootstrap, admin, fenced, "tx-fence-" + suffix));
+            millis.put("fencing", (System.nanoTime() - t) / 1_000_000);
+            results.put("millis", millis);
+        }
+    }
+
+    /** A committed and an aborted transaction across 3 partitions, then one left open for a moment. */
+    static Map<String, Object> commitAbort(String bootstrap, Admin admin, String topic, String txnId) throws Exception {
+        Map<String, Object> out = new LinkedHashMap<>();
+        List<TopicPartition> tps = partitionsOf(topic, 3);
+        try (KafkaProducer<String, String> producer = txnProducer(bootstrap, txnId)) {
+            producer.beginTransaction();
+            out.put("committed_offsets", sendAll(producer, topic, 3, "committed-", 30));
+            producer.commitTransaction();
+            producer.beginTransaction();
+            out.put("aborted_offsets", sendAll(producer, topic, 3, "aborted-", 30));
+            producer.abortTransaction();
+            out.put("after_abort", settledTransaction(admin, txnId));
+            out.put("read_committed", readAll(bootstrap, tps, "read_committed"));
+            out.put("read_uncommitted", readAll(bootstrap, tps, "read_uncommitted"));
+            out.put("end_offsets", Map.of("read_committed", endOffsets(bootstrap, tps, "read_committed"),
+                                          "read_uncommitted", endOffsets(bootstrap, tps, "read_uncommitted")));
+
+            // Open: two records on partition 0 hold its last stable offset back.
+            producer.beginTransaction();
+            out.put("open_offsets", sendAll(producer, topic, 1, "open-", 2));
+            Map<String, Object> open = new LinkedHashMap<>();
+            open.put("end_offsets", Map.of("read_committed", endOffsets(bootstrap, tps, "read_committed"),
+                                           "read_uncommitted", endOffsets(bootstrap, tps, "read_uncommitted")));
+            open.put("read_committed", readAll(bootstrap, tps, "read_committed").size());
+            open.put("describeTransactions", transactionDescription(admin, txnId));
+            List<String> listed = new ArrayList<>();
+            for (TransactionListing l : admin.listTransactions(new ListTransactionsOptions().filterStates(
+                     List.of(TransactionState.ONGOING))).all().get(WAIT_S, TimeUnit.SECONDS)) {
+                if (l.transactionalId().equals(txnId)) {
+                    listed.add(l.state() + "/" + l.producerId());
+                }
+            }
+            open.put("listTransactions", listed);
+            List<Map<String, Object>> producers = new ArrayList<>();
+            for (ProducerState s : admin.describeProducers(List.of(tps.get(0))).partitionResult(tps.get(0))
+                                        .get(WAIT_S, TimeUnit.SECONDS).activeProducers()) {
+                Map<String, Object> ps = new LinkedHashMap<>();
+                ps.put("producer_id", s.producerId());
+                ps.put("producer_epoch", s.producerEpoch());
+                ps.put("last_sequence", s.lastSequence());
+                ps.put("txn_start_offset", s.currentTransactionStartOffset().isPresent()
+                                           ? s.currentTransactionStartOffset().getAsLong() : null);
+                producers.add(ps);
+            }
+            open.put("describeProducers", producers);
+            out.put("open", open);
+            producer.commitTransaction();
+            out.put("after_commit", settledTransaction(admin, txnId));
+            out.put("final_end_offsets", endOffsets(bootstrap, tps, "read_committed"));
+            List<Object> last = readAll(bootstrap, tps, "read_committed").stream()
+                .filter(r -> r.get(2).toString().startsWith("open-")).map(r -> (Object) r.get(1))
+                .collect(java.util.stream.Collectors.toList());
+            out.put("open_read_after_commit", last);
+        }
+        return out;
+    }
+
+    /**
+     * Read, transform, write with the input offsets in the transaction: 8 records committed, 6 aborted (and
+     * read again), 12 committed. A round takes exactly its records: what a poll returned beyond them is
+     * read again by the next round.
+     */
+    static Map<String, Object> consumeTransformProduce(String bootstrap, String source, String sink, String group,
+                                                       String txnId) throws Exception {
+        Map<String, Object> out = new LinkedHashMap<>();
+        List<TopicPartition> in = partitionsOf(source, 2);
+        Properties pp = clientProps(bootstrap);
+        pp.put(ProducerConfig.KEY_SERIALIZER_CLASS_CONFIG, StringSerializer.class.getName());
+        pp.put(ProducerConfig.VALUE_SERIALIZER_CLASS_CONFIG, StringSerializer.class.getName());
+        try (KafkaProducer<String, String> plain = new KafkaProducer<>(pp)) {
+            sendAll(plain, source, 2, "in-", 20);
+        }
+        List<Map<String, Object>> rounds = new ArrayList<>();
+        try (KafkaConsumer<String, String> consumer = consumer(bootstrap, group, Map.of(
+                 ConsumerConfig.ISOLATION_LEVEL_CONFIG, "read_committed",
+                 ConsumerConfig.MAX_POLL_RECORDS_CONFIG, "5"));
+             KafkaProducer<String, String> producer = txnProducer(bootstrap, txnId)) {
+            consumer.subscribe(List.of(source));
+            int[][] plan = {{8, 1}, {6, 0}, {12, 1}};
+            for (int[] round : plan) {
+                int n = round[0];
+                boolean commit = round[1] == 1;
+                Map<String, Object> r = new LinkedHashMap<>();
+                List<String> values = new ArrayList<>();
+                Map<TopicPartition, Long> rewind = new HashMap<>();
+                long deadline = System.nanoTime() + TimeUnit.SECONDS.toNanos(WAIT_S);
+                while (values.size() < n && System.nanoTime() < deadline) {
+                    for (ConsumerRecord<String, String> rec : consumer.poll(Duration.ofMillis(100))) {
+                        if (values.size() < n) {
+                            values.add(rec.value());
+                        } else {
+                            rewind.putIfAbsent(new TopicPartition(rec.topic(), rec.partition()), rec.offset());
+                        }
+                    }
+                }
+                rewind.forEach(consumer::seek);
+                r.put("taken", values.size());
+                producer.beginTransaction();
+                for (String v : values) {
+                    producer.send(new ProducerRecord<>(sink, "x-" + v));
+                }
+                Map<TopicPartition, OffsetAndMetadata> offsets = new HashMap<>();
+                for (TopicPartition tp : consumer.assignment()) {
+                    offsets.put(tp, new OffsetAndMetadata(consumer.position(tp)));
+                }
+                producer.sendOffsetsToTransaction(offsets, consumer.groupMetadata());
+                r.put("sent_offsets", byPartition(offsets));
+                if (commit) {
+                    producer.commitTransaction();
+                } else {
+                    producer.flush();
+                    // The offsets are pending in the open transaction: a read_committed consumer's
+                    // committed() (OffsetFetch with require_stable) waits for them to settle.
+                    r.put("committed_while_pending", outcome(() ->
+                        consumer.committed(new HashSet<>(in), Duration.ofMillis(1000))));
+                    producer.abortTransaction();
+                    // An application rewinds to the committed offsets after an abort.
+                    consumer.committed(new HashSet<>(in))
+                            .forEach((tp, om) -> consumer.seek(tp, om == null ? 0 : om.offset()));
+                }
+                r.put("committed", byPartition(consumer.committed(new HashSet<>(in))));
+                rounds.add(r);
+            }
+            out.put("generation", consumer.groupMetadata().generationId());
+            out.put("more_input", consumer.poll(Duration.ofMillis(300)).count());
+        }
+        out.put("rounds", rounds);
+        List<String> output = new ArrayList<>();
+        for (List<Object> rec : readAll(bootstrap, partitionsOf(sink, 2), "read_committed")) {
+            output.add((String) rec.get(2));
+        }
+        output.sort(null);
+        out.put("output_read_committed", output);
+        out.put("output_read_uncommitted", readAll(bootstrap, partitionsOf(sink, 2), "read_uncommitted").size());
+        return out;
+    }
+
+    /**
+     * A zombie and its successor with the same transactional id: the zombie's transaction is open (one
+     * record on partition 0) when the successor's initTransactions fences it; then the zombie sends to
+     * partition 0 again (Produce at the old epoch), sends to partition 1 (AddPartitionsToTxn) or commits
+     * at once (EndTxn). What each of its calls then gives is reported. Each case's successor is the next
+     * case's zombie; the last one commits a record.
+     */
+    static Map<String, Object> fencing(String bootstrap, Admin admin, String topic, String txnId) throws Exception {
+        Map<String, Object> out = new LinkedHashMap<>();
+        List<TopicPartition> tps = partitionsOf(topic, 2);
+        List<Integer> epochs = new ArrayList<>();
+        String[] cases = {"produce", "add_partition", "commit"};
+        KafkaProducer<String, String> successor = null;
+        try {
+            for (String c : cases) {
+                KafkaProducer<String, String> zombie = successor != null ? successor : txnProducer(bootstrap, txnId);
+                Map<String, Object> r = new LinkedHashMap<>();
+                try {
+                    zombie.beginTransaction();
+                    zombie.send(new ProducerRecord<>(topic, 0, null, "zombie-" + c)).get(WAIT_S, TimeUnit.SECONDS);
+                    epochs.add((Integer) transactionDescription(admin, txnId).get("producer_epoch"));
+                    successor = txnProducer(bootstrap, txnId); // fences the zombie, aborts its transaction
+                    r.put("after_fence", transactionDescription(admin, txnId).get("state"));
+                    if (c.equals("commit")) {
+                        r.put("commit", outcome(zombie::commitTransaction));
+                    } else {
+                        int partition = c.equals("produce") ? 0 : 1;
+                        ProducerRecord<String, String> late = new ProducerRecord<>(topic, partition, null, "late-" + c);
+                        r.put("send", outcome(() -> zombie.send(late).get(WAIT_S, TimeUnit.SECONDS)));
+                        r.put("commit", outcome(zombie::commitTransaction));
+                    }
+                    r.put("abort", outcome(zombie::abortTransaction));
+                    r.put("begin_again", outcome(zombie::beginTransaction));
+                } finally {
+                    zombie.close(Duration.ofSeconds(5));
+                }
+                out.put(c, r);
+            }
+            // The last successor is a working producer.
+            successor.beginTransaction();
+            successor.send(new ProducerRecord<>(topic, 1, null, "successor")).get(WAIT_S, TimeUnit.SECONDS);
+            successor.commitTransaction();
+            epochs.add((Integer) transactionDescription(admin, txnId).get("producer_epoch"));
+        } finally {
+            if (successor != null) {
+                successor.close(Duration.ofSeconds(5));
+            }
+        }
+        out.put("epochs", epochs);
+        out.put("final", settledTransaction(admin, txnId).get("state"));
+        out.put("end_offsets", endOffsets(bootstrap, tps, "read_uncommitted"));
+        List<String> committed = new ArrayList<>();
+        for (List<Object> rec : readAll(bootstrap, tps, "read_committed")) {
+            committed.add(rec.get(0) + ":" + rec.get(2));
+        }
+        out.put("read_committed", committed);
+        out.put("read_uncommitted", readAll(bootstrap, tps, "read_uncommitted").size());
+        return out;
     }
 }

@@ -80,15 +80,17 @@ def kill(proc: subprocess.Popen) -> None:
     proc.communicate()
 
 
-def kill_loop(start: Callable[[], subprocess.Popen], table: Path, rnd: random.Random, kills: int, wanted: int,
-              max_pause_s: float, when_finished: Callable[[], None]) -> int:
-    """Start the job again and again and SIGKILL it at a random moment (0..max_pause_s) after its next Delta
-    commit, until `wanted` kills; a run that finishes first gets more input from `when_finished`."""
+def kill_loop(start: Callable[[], subprocess.Popen], table: Path | Callable[[], int], rnd: random.Random, kills: int,
+              wanted: int, max_pause_s: float, when_finished: Callable[[], None]) -> int:
+    """Start the job again and again and SIGKILL it at a random moment (0..max_pause_s) after its next commit
+    (a new Delta version of `table`, or a higher count from `table` when it is a function), until `wanted`
+    kills; a run that finishes first gets more input from `when_finished`."""
+    progress = table if callable(table) else (lambda: table_versions(table))
     while kills < wanted:
-        before = table_versions(table)
+        before = progress()
         proc = start()
         deadline = time.monotonic() + 180
-        while proc.poll() is None and table_versions(table) <= before and time.monotonic() < deadline:
+        while proc.poll() is None and progress() <= before and time.monotonic() < deadline:
             time.sleep(0.1)
         try:                               # the random moment, unless the run finishes first
             proc.wait(rnd.uniform(0.0, max_pause_s))

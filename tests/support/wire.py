@@ -6,15 +6,11 @@ exact error codes.
 """
 from __future__ import annotations
 
-import dataclasses
 import io
 import socket
 import struct
 from typing import Any
 
-from kio.schema.describe_transactions.v0.response import DescribeTransactionsResponse
-from kio.schema.describe_transactions.v0.response import TransactionState as DescribeTransactionsState
-from kio.static.primitive import i64
 
 from kio.serial import entity_reader, entity_writer
 
@@ -90,34 +86,3 @@ class WireClient:
             pos += 1
         entity, _ = entity_reader(schema)(frame, pos)
         return entity
-
-
-# DescribeTransactions answers carry transaction_start_time -1 when no transaction is open, which kio's
-# timestamp type refuses: its response is decoded with that field as a plain int64.
-def _raw_start_time(cls: type, nested: type | None = None) -> type:
-    """kio's DescribeTransactions v0 response entity `cls` with transaction_start_time an int64 (and its
-    transaction_states of type `nested`)."""
-    fields: list[Any] = []
-    for f in dataclasses.fields(cls):
-        kind, metadata = f.type, f.metadata
-        if f.name == "transaction_start_time":
-            kind, metadata = i64, {"kafka_type": "int64"}
-        elif f.name == "transaction_states":
-            kind = tuple[nested, ...]  # type: ignore[valid-type]
-        kw: dict[str, Any] = {"metadata": metadata}
-        if f.default is not dataclasses.MISSING:
-            kw["default"] = f.default
-        fields.append((f.name, kind, dataclasses.field(**kw)))
-    namespace = {k: getattr(cls, k) for k in ("__type__", "__version__", "__flexible__", "__api_key__", "__header_schema__")}
-    return dataclasses.make_dataclass(cls.__name__, fields, namespace=namespace, frozen=True, slots=True, kw_only=True)
-
-
-_DESCRIBE_TRANSACTIONS_RESPONSE = _raw_start_time(DescribeTransactionsResponse,
-                                                _raw_start_time(DescribeTransactionsState))
-
-
-def describe_transactions(client: WireClient, request: Any) -> Any:
-    """Send a DescribeTransactions v0 request; its response (start times as ints), None if the broker closed."""
-    client.send_raw(client.encode(request))
-    frame = client.read_frame()
-    return None if frame is None else entity_reader(_DESCRIBE_TRANSACTIONS_RESPONSE)(frame, 5)[0]

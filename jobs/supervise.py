@@ -1,0 +1,44 @@
+"""Running a job's streaming query: progress per batch, graceful stop on a signal, failure as one line."""
+from __future__ import annotations
+
+import logging
+import time
+from typing import Any, Callable
+
+from jobs.errors import JobFailed, root_cause
+from jobs.signals import STOPPER
+
+log = logging.getLogger("pylog.job")
+
+
+def _ran(progress: Any) -> bool:
+    """Whether a progress event reports a batch that ran: a processing-time query also reports idle triggers,
+    under the id of the batch still to come, with 0 rows."""
+    return "addBatch" in (progress.durationMs or {})
+
+
+def supervise(query: Any, on_progress: Callable[[Any], None]) -> int:
+    """Run a streaming query to its end: each batch that ran reported once, a stop signal honoured after the
+    batch in flight, a failure raised as JobFailed naming its root cause."""
+    STOPPER.graceful = True
+    stop = STOPPER.requested
+    seen = -1
+    while query.isActive:
+        query.awaitTermination(0.5)
+        for p in query.recentProgress:
+            if p.batchId > seen and _ran(p):
+                seen = p.batchId
+                on_progress(p)
+        if stop.is_set():
+            log.info("stopping after the batch in flight (signal received; a second one stops at once)")
+            while query.isActive and query.status.get("isTriggerActive"):
+                time.sleep(0.2)
+            query.stop()
+    for p in query.recentProgress:
+        if p.batchId > seen and _ran(p):
+            seen = p.batchId
+            on_progress(p)
+    exc = query.exception()
+    if exc is not None:
+        raise JobFailed(root_cause(exc))
+    return 0
