@@ -115,7 +115,8 @@ def test_every_cli_doc_example_runs_as_written(broker: BrokerProcess) -> None:
     (described,) = table(reader.output(tx + "describe ")[0])
     assert (described["ProducerId"], described["TransactionState"], described["TopicPartitions"]) == \
         (pid, "Ongoing", "orders-0")
-    starts = {r["ProducerId"]: r["CurrentTransactionStartOffset"] for r in table(reader.output(tx + "describe-producers")[0])}
+    producers = table(reader.output(tx + "describe-producers")[0])
+    starts = {r["ProducerId"]: r["CurrentTransactionStartOffset"] for r in producers}
     assert starts[pid] == "7"
     assert [table(out) for out in reader.output(tx + "find-hanging")] == [[], []]   # not hanging: tracked, young
     (aborted,) = reader.output(tx + "abort")
