@@ -201,6 +201,21 @@ class GroupService(GroupCoordinator):
         if member is not None and generation_id >= 0:
             self._schedule_session(group, member)   # a commit counts as a heartbeat, as in Kafka
         now = self.now_ms()
+        results, accepted = self._accept(offsets, now)
+        try:
+            self.last_commit = self.store.commit(group_id, accepted, now)
+        except KafkaError as e:     # cluster mode: not the leader any more, or the ISR is too small
+            for tp in accepted:
+                results[tp] = E.not_coordinator if e.code == E.not_leader_or_follower else E.coordinator_not_available
+        except Exception:  # noqa: BLE001
+            log.exception("group %s: cannot store offsets", group_id)
+            for tp in accepted:
+                results[tp] = E.unknown_server_error
+        return results
+
+    def _accept(self, offsets: dict[TopicPartition, tuple[int, int, str | None]], now: int,
+                ) -> tuple[dict[TopicPartition, int], dict[TopicPartition, OffsetValue]]:
+        """Per partition: UNKNOWN_TOPIC_OR_PARTITION, OFFSET_METADATA_TOO_LARGE, or accepted (to store)."""
         results: dict[TopicPartition, int] = {}
         accepted: dict[TopicPartition, OffsetValue] = {}
         for (topic, partition), (offset, epoch, metadata) in offsets.items():
@@ -212,16 +227,7 @@ class GroupService(GroupCoordinator):
             else:
                 accepted[(topic, partition)] = OffsetValue(offset, epoch, metadata or "", now)
                 results[(topic, partition)] = E.none
-        try:
-            self.last_commit = self.store.commit(group_id, accepted, now)
-        except KafkaError as e:     # cluster mode: not the leader any more, or the ISR is too small
-            for tp in accepted:
-                results[tp] = E.not_coordinator if e.code == E.not_leader_or_follower else E.coordinator_not_available
-        except Exception:  # noqa: BLE001
-            log.exception("group %s: cannot store offsets", group_id)
-            for tp in accepted:
-                results[tp] = E.unknown_server_error
-        return results
+        return results, accepted
 
     def txn_commit_offsets(self, group_id: str, producer_id: int, producer_epoch: int, generation_id: int,
                            member_id: str, instance_id: str | None,
@@ -244,17 +250,7 @@ class GroupService(GroupCoordinator):
         if group is None:
             self.groups[group_id] = Group(group_id, self.now_ms())
         now = self.now_ms()
-        results: dict[TopicPartition, int] = {}
-        accepted: dict[TopicPartition, OffsetValue] = {}
-        for (topic, partition), (offset, epoch, metadata) in offsets.items():
-            info = self.replicas.registry.get(topic)
-            if info is None or not 0 <= partition < info.partitions:
-                results[(topic, partition)] = E.unknown_topic_or_partition
-            elif metadata is not None and len(metadata.encode()) > self.metadata_max_bytes:
-                results[(topic, partition)] = E.offset_metadata_too_large
-            else:
-                accepted[(topic, partition)] = OffsetValue(offset, epoch, metadata or "", now)
-                results[(topic, partition)] = E.none
+        results, accepted = self._accept(offsets, now)
         try:
             self.store.txn_commit(group_id, producer_id, producer_epoch, accepted, now)
         except KafkaError as e:

@@ -217,6 +217,7 @@ class TransactionCoordinator:
     # --- AddPartitionsToTxn / AddOffsetsToTxn ------------------------------------------------------
 
     def _check_producer(self, txn_id: str, producer_id: int, producer_epoch: int) -> TxnMetadata | ErrorCode:
+        """The id's state for a request of its current producer; else Kafka's error for the request."""
         if not txn_id:
             return E.invalid_request
         self.ensure_ready()
@@ -225,7 +226,7 @@ class TransactionCoordinator:
             return E.invalid_producer_id_mapping
         if m.producer_epoch != producer_epoch:
             return E.producer_fenced
-        if txn_id in self._busy or m.state in PREPARE:
+        if txn_id in self._busy:
             return E.concurrent_transactions
         return m
 
@@ -234,6 +235,8 @@ class TransactionCoordinator:
         m = self._check_producer(txn_id, producer_id, producer_epoch)
         if isinstance(m, int):
             return ErrorCode(m)
+        if m.state in PREPARE:
+            return E.concurrent_transactions
         wanted = frozenset(partitions)
         if m.state == TxnState.ONGOING and wanted <= m.partitions:
             return E.none
@@ -247,16 +250,9 @@ class TransactionCoordinator:
     # --- EndTxn ------------------------------------------------------------------------------------
 
     async def end_txn(self, txn_id: str, producer_id: int, producer_epoch: int, commit: bool) -> ErrorCode:
-        if not txn_id:
-            return E.invalid_request
-        self.ensure_ready()
-        m = self.txns.get(txn_id)
-        if m is None or m.producer_id != producer_id:
-            return E.invalid_producer_id_mapping
-        if producer_epoch != m.producer_epoch:
-            return E.producer_fenced
-        if txn_id in self._busy:
-            return E.concurrent_transactions
+        m = self._check_producer(txn_id, producer_id, producer_epoch)
+        if isinstance(m, int):
+            return ErrorCode(m)
         wanted = TxnState.COMPLETE_COMMIT if commit else TxnState.COMPLETE_ABORT
         if m.state == TxnState.ONGOING:
             prepared = m.prepare_end(commit, self.now_ms())
