@@ -33,6 +33,8 @@ from broker.fetch_sessions import FetchSessionCache
 from broker.groups.offset_store import OFFSETS_TOPIC
 from broker.groups.service import GroupService
 from broker.transactions.coordinator import TransactionCoordinator
+from broker.transactions.log_records import TRANSACTION_STATE_TOPIC
+from broker.transactions.marker_channel import MarkerChannel
 from broker.log.cleaner import LogCleaner
 from broker.log.log_manager import LogManager
 from kafka_protocol.codec import preload_schemas
@@ -122,10 +124,14 @@ class BrokerServer:
         self.port = self._server.sockets[0].getsockname()[1]
         cluster_id = load_cluster_id(self.data_dir, cfg["broker.id"])
         producer_ids = ProducerIdManager(self.data_dir)
+        transactions = TransactionCoordinator(cfg, replicas, None)
+        transactions.on_offsets_marker = groups.on_txn_marker
         if cfg["zookeeper.connect"]:
-            node = await self._join_cluster(replicas, groups)
+            node = await self._join_cluster(replicas, groups, transactions)
             cluster_id = await asyncio.to_thread(node.cluster_id, cluster_id)
             producer_ids = ProducerIdManager(self.data_dir, block_source=node.producer_id_block)
+        transactions.producer_ids = producer_ids
+        transactions.startup()
         self.ctx = BrokerContext(
             config=cfg,
             replicas=replicas,
@@ -135,7 +141,7 @@ class BrokerServer:
             host=cfg.advertised_host,
             port=cfg["advertised.port"] or self.port,
             groups=groups,
-            transactions=self._transaction_coordinator(replicas, producer_ids, groups),
+            transactions=transactions,
             fetch_sessions=FetchSessionCache(cfg["max.incremental.fetch.session.cache.slots"],
                                              cfg["min.incremental.fetch.session.eviction.ms"]),
         )
@@ -148,17 +154,8 @@ class BrokerServer:
             cfg["broker.id"], cfg["host.name"], self.port, self.data_dir, len(logs.all_logs()), time.monotonic() - started,
         )
 
-    def _transaction_coordinator(self, replicas: ReplicaManager, producer_ids: ProducerIdManager,
-                                 groups: GroupService) -> TransactionCoordinator | None:
-        """The embedded single broker coordinates transactions (cluster mode does not yet)."""
-        if self.cluster is not None:
-            return None
-        coordinator = TransactionCoordinator(self.config, replicas, producer_ids)
-        coordinator.on_offsets_marker = groups.on_txn_marker
-        coordinator.startup()
-        return coordinator
-
-    async def _join_cluster(self, replicas: ReplicaManager, groups: GroupService) -> ClusterNode:
+    async def _join_cluster(self, replicas: ReplicaManager, groups: GroupService,
+                            transactions: TransactionCoordinator) -> ClusterNode:
         """Cluster mode: register in ZooKeeper and follow the cluster view; roles arrive from the controller."""
         cfg = self.config
         loop = asyncio.get_running_loop()
@@ -180,6 +177,8 @@ class BrokerServer:
                            cfg["advertised.port"] or self.port, on_view=on_view, **node_settings(cfg))
         replication = Replication(cfg["broker.id"], cfg, replicas, node.write_isr, replicas.wake)
         replication.on_leadership(OFFSETS_TOPIC, groups.on_offsets_partition)
+        replication.on_leadership(TRANSACTION_STATE_TOPIC, transactions.on_state_partition)
+        transactions.channel = MarkerChannel(cfg["broker.id"], lambda: replication.view.brokers)
         await asyncio.to_thread(node.start)
         self.cluster = node
         replicas.attach_cluster(node, replication)

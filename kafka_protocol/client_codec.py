@@ -121,6 +121,20 @@ def end_txn_request(version: int, transactional_id: str, producer_id: int, produ
         "committed": commit})
 
 
+def write_txn_markers_request(version: int, markers: list[tuple[int, int, bool, int, list[tuple[str, int]]]]) -> Any:
+    """WriteTxnMarkers (a coordinator to a partition leader): each marker is (producer id, producer epoch,
+    committed, coordinator epoch, partitions)."""
+    entries = []
+    for producer_id, epoch, committed, coordinator_epoch, partitions in markers:
+        topics: dict[str, list[int]] = {}
+        for topic, partition in partitions:
+            topics.setdefault(topic, []).append(partition)
+        entries.append({"producer_id": producer_id, "producer_epoch": epoch, "transaction_result": committed,
+                        "coordinator_epoch": coordinator_epoch,
+                        "topics": [{"name": t, "partition_indexes": ps} for t, ps in topics.items()]})
+    return build(request_class(ApiKey.WRITE_TXN_MARKERS, version), {"markers": entries})
+
+
 def offset_fetch_request(version: int, group_id: str, partitions: list[tuple[str, int]],
                          require_stable: bool = False) -> Any:
     """OffsetFetch of one group (v1-7); `require_stable` (v7, KIP-447) waits out open transactions."""

@@ -32,22 +32,23 @@ def handle_find_coordinator(ctx: BrokerContext, req: Request) -> Any:
     def lookup(key: str) -> dict[str, Any]:
         entry: dict[str, Any] = {"key": key, "node_id": ctx.node_id, "host": ctx.host, "port": ctx.port,
                                  "error_code": ErrorCode.none, "error_message": None}
-        if key_type == KEY_TYPE_TRANSACTION and ctx.transactions is not None:
-            if not key:
-                entry.update(node_id=-1, host="", port=-1, error_code=ErrorCode.invalid_request,
-                             error_message="empty transactional id")
-            else:
-                ctx.transactions.ensure_ready()
-        elif key_type != KEY_TYPE_GROUP:
-            entry.update(node_id=-1, host="", port=-1, error_code=ErrorCode.coordinator_not_available,
-                         error_message="pylog coordinates transactions on a single broker only, not yet in "
-                                       "cluster mode" if key_type == KEY_TYPE_TRANSACTION
-                         else f"unknown coordinator key type {key_type}")
+        if key_type not in (KEY_TYPE_GROUP, KEY_TYPE_TRANSACTION) or ctx.transactions is None \
+                and key_type == KEY_TYPE_TRANSACTION:
+            entry.update(node_id=-1, host="", port=-1, error_code=ErrorCode.invalid_request,
+                         error_message=f"unknown coordinator key type {key_type}")
         elif not key:
             entry.update(node_id=-1, host="", port=-1, error_code=ErrorCode.invalid_request,
-                         error_message="empty group id")
+                         error_message="empty transactional id" if key_type == KEY_TYPE_TRANSACTION
+                         else "empty group id")
+        elif key_type == KEY_TYPE_TRANSACTION and ctx.replicas.replication is None:
+            assert ctx.transactions is not None
+            ctx.transactions.ensure_ready()
         elif ctx.replicas.replication is not None:
-            node, why = _groups(ctx).coordinator_node(key)
+            if key_type == KEY_TYPE_TRANSACTION:
+                assert ctx.transactions is not None
+                node, why = ctx.transactions.coordinator_node(key)
+            else:
+                node, why = _groups(ctx).coordinator_node(key)
             broker = ctx.replicas.replication.view.brokers.get(node)
             if broker is None:
                 entry.update(node_id=-1, host="", port=-1, error_code=ErrorCode.coordinator_not_available,

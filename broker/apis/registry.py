@@ -62,8 +62,7 @@ API_TABLE: dict[int, Api] = {
 }
 
 
-# Transactions (KIP-98 and the tools' KIP-664): the embedded single broker coordinates them; cluster
-# mode does not yet (its coordinator must follow __transaction_state's leaders), so there they are not served
+# Transactions (KIP-98, the tools' KIP-664); WriteTxnMarkers at v1 only (kio has no v0 schema, as Kafka 4 dropped it)
 TRANSACTION_API_TABLE: dict[int, Api] = {
     a.key: a
     for a in [
@@ -93,7 +92,8 @@ CONTROLLER_API_TABLE: dict[int, Api] = {
 
 def apis(cluster: bool) -> dict[int, Api]:
     """Every API this broker serves: the client APIs, and in cluster mode the controller's."""
-    return {**API_TABLE, **CONTROLLER_API_TABLE} if cluster else {**API_TABLE, **TRANSACTION_API_TABLE}
+    return {**API_TABLE, **TRANSACTION_API_TABLE, **CONTROLLER_API_TABLE} if cluster else {**API_TABLE,
+                                                                                            **TRANSACTION_API_TABLE}
 
 
 def advertised(cluster: bool) -> api_versions.ApiKeys:

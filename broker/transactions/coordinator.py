@@ -14,14 +14,20 @@ with a write or its markers in flight answers CONCURRENT_TRANSACTIONS, which cli
 restart, transactions found in PrepareCommit/PrepareAbort get their markers again (a marker written
 twice is harmless: the second closes nothing); Ongoing ones are aborted when they time out.
 
-This broker is the coordinator of every transactional id (the embedded single broker); markers go
-through `write_markers` (broker/transactions/markers.py). Never sees protocol types or sockets:
-handlers get Kafka error codes back.
+The embedded single broker coordinates every transactional id. In cluster mode a broker coordinates
+the ids whose `__transaction_state` partition it leads (Kafka's rule, as groups follow
+`__consumer_offsets`): leadership loads that partition's ids and resumes their prepared transactions,
+losing it forgets them, and a request for an id coordinated elsewhere is answered NOT_COORDINATOR.
+Markers for partitions led here are appended directly (`markers.write_markers`); the others go to their
+leaders as WriteTxnMarkers (`marker_channel`), retried until every partition has its marker. Never sees
+protocol types or sockets: handlers get Kafka error codes back.
 """
 from __future__ import annotations
 
 import asyncio
 import logging
+import os
+import signal
 import time
 from dataclasses import dataclass
 from typing import Callable, Iterable
@@ -32,6 +38,7 @@ from broker.groups.records import partition_for
 from broker.log.record_reader import read_batches
 from broker.replica_manager import ReplicaManager
 from broker.transactions.log_records import TRANSACTION_STATE_TOPIC, decode_key, decode_value, encode_key, encode_value
+from broker.transactions.marker_channel import MarkerChannel
 from broker.transactions.markers import OFFSETS_TOPIC, OffsetsMarkerHook, write_markers
 from broker.transactions.metadata import COMPLETE, PREPARE, NO_PRODUCER_EPOCH, TxnMetadata, TxnState
 from kafka_protocol.control_records import Marker
@@ -54,12 +61,14 @@ class InitResult:
 
 
 class TransactionCoordinator:
-    def __init__(self, config: BrokerConfig, replicas: ReplicaManager, producer_ids: ProducerIdManager,
-                 clock: Callable[[], float] = time.time) -> None:
+    def __init__(self, config: BrokerConfig, replicas: ReplicaManager, producer_ids: ProducerIdManager | None,
+                 clock: Callable[[], float] = time.time, channel: MarkerChannel | None = None) -> None:
         self.config = config
         self.replicas = replicas
-        self.producer_ids = producer_ids
+        self.producer_ids = producer_ids     # cluster mode: set once the broker has joined (its id blocks)
         self.clock = clock
+        self.channel = channel               # cluster mode: markers to other brokers' partitions
+        self.led: set[int] = set()           # cluster mode: the __transaction_state partitions led here
         self.num_partitions: int = config["transaction.state.log.num.partitions"]
         self.max_timeout_ms: int = config["transaction.max.timeout.ms"]
         self.txns: dict[str, TxnMetadata] = {}
@@ -74,52 +83,118 @@ class TransactionCoordinator:
 
     # --- lifecycle --------------------------------------------------------------------------------
 
+    @property
+    def cluster(self) -> bool:
+        return self.replicas.replication is not None
+
     def startup(self) -> None:
-        """Load `__transaction_state` if it exists (else it is created on first use); resume the
-        markers of transactions caught between prepare and complete; start the periodic checks."""
-        if self.replicas.registry.get(TRANSACTION_STATE_TOPIC) is not None:
-            self._load()
-        loop = asyncio.get_running_loop()
+        """Start the periodic checks; on the single broker, load `__transaction_state` if it exists (else
+        it is created on first use) and resume the markers of transactions caught between prepare and
+        complete. In cluster mode loading follows leadership (`on_state_partition`)."""
+        if not self.cluster and self.replicas.registry.get(TRANSACTION_STATE_TOPIC) is not None:
+            self._load(range(self.replicas.registry.require(TRANSACTION_STATE_TOPIC).partitions))
+            self._loaded = True
         self._spawn(self._periodic(self.config["transaction.abort.timed.out.transaction.cleanup.interval.ms"],
                                    self.abort_timed_out))
         self._spawn(self._periodic(self.config["transaction.remove.expired.transaction.cleanup.interval.ms"],
                                    self.expire_ids))
-        for m in list(self.txns.values()):
-            if m.state in PREPARE:
-                loop.call_soon(self._spawn, self._complete(m))
 
     def shutdown(self) -> None:
         for task in list(self._tasks):
             task.cancel()
+        if self.channel is not None:
+            self.channel.close()
+
+    def on_state_partition(self, partition: int, leader: bool) -> None:
+        """Cluster mode: leadership of `__transaction_state` partition `partition` arrived (load its ids,
+        resume their prepared transactions) or left (forget them)."""
+        if leader and partition not in self.led:
+            self.num_partitions = self.replicas.replication.view.partitions_of(TRANSACTION_STATE_TOPIC) \
+                if self.replicas.replication is not None else self.num_partitions
+            self.led.add(partition)
+            self._load([partition])
+        elif not leader and partition in self.led:
+            self.led.discard(partition)
+            gone = [t for t in self.txns if self.partition_for(t) == partition]
+            for txn_id in gone:
+                m = self.txns.pop(txn_id)
+                self.by_producer.pop(m.producer_id, None)
+                self._busy.discard(txn_id)
+            log.info("no longer coordinating the %d transactional ids of %s-%d", len(gone),
+                     TRANSACTION_STATE_TOPIC, partition)
 
     def _spawn(self, coro) -> None:  # type: ignore[no-untyped-def]
         task = asyncio.get_running_loop().create_task(coro)
         self._tasks.add(task)
         task.add_done_callback(self._tasks.discard)
 
+    def _create_topic(self) -> None:
+        rf = self.config["transaction.state.log.replication.factor"] if self.cluster else 1
+        overrides = {"cleanup.policy": "compact", "compression.type": "uncompressed",
+                     "segment.bytes": str(self.config["transaction.state.log.segment.bytes"])}
+        if self.cluster:
+            overrides["min.insync.replicas"] = str(self.config["transaction.state.log.min.isr"])
+        try:
+            self.replicas.create_topic(TRANSACTION_STATE_TOPIC, self.num_partitions, rf, overrides)
+            log.info("created %s with %d partitions (replication factor %d)", TRANSACTION_STATE_TOPIC,
+                     self.num_partitions, rf)
+        except TopicAlreadyExistsError:
+            pass
+
     def ensure_ready(self) -> None:
-        """Create `__transaction_state` on the first transactional request (as Kafka does)."""
+        """Create `__transaction_state` on the first transactional request (as Kafka does); the single
+        broker loads it at once, a cluster's brokers as leadership of its partitions arrives."""
         if self._loaded:
             return
+        if self.cluster:
+            view = self.replicas.replication.view if self.replicas.replication is not None else None
+            if view is not None and view.partitions_of(TRANSACTION_STATE_TOPIC) == 0:
+                self._create_topic()
+            return
         if self.replicas.registry.get(TRANSACTION_STATE_TOPIC) is None:
-            try:
-                self.replicas.create_topic(TRANSACTION_STATE_TOPIC, self.num_partitions, 1, {
-                    "cleanup.policy": "compact",
-                    "segment.bytes": str(self.config["transaction.state.log.segment.bytes"]),
-                    "compression.type": "uncompressed",
-                })
-            except TopicAlreadyExistsError:
-                pass
-            log.info("created %s with %d partitions", TRANSACTION_STATE_TOPIC, self.num_partitions)
-        self._load()
+            self._create_topic()
+        self._load(range(self.replicas.registry.require(TRANSACTION_STATE_TOPIC).partitions))
+        self._loaded = True
 
-    def _load(self) -> None:
+    def coordinator_node(self, txn_id: str) -> tuple[int, str | None]:
+        """Cluster mode FindCoordinator: the broker leading the id's `__transaction_state` partition, or
+        (-1, why) while there is none (the topic is created on first use, as Kafka does)."""
+        replication = self.replicas.replication
+        assert replication is not None
+        count = replication.view.partitions_of(TRANSACTION_STATE_TOPIC)
+        if count == 0:
+            try:
+                self._create_topic()
+            except KafkaError as e:
+                return -1, f"cannot create {TRANSACTION_STATE_TOPIC}: {e}"
+            return -1, f"{TRANSACTION_STATE_TOPIC} is being created"
+        self.num_partitions = count
+        partition = self.partition_for(txn_id)
+        leader = replication.view.leader(TRANSACTION_STATE_TOPIC, partition)
+        if leader < 0:
+            return -1, f"{TRANSACTION_STATE_TOPIC}-{partition} has no leader"
+        return leader, None
+
+    def coordinator_error(self, txn_id: str) -> ErrorCode:
+        """NOT_COORDINATOR when another broker coordinates `txn_id` (cluster mode), COORDINATOR_NOT_AVAILABLE
+        while `__transaction_state` does not exist yet; else NONE."""
+        if not self.cluster:
+            return E.none
+        replication = self.replicas.replication
+        if replication is None or replication.view.partitions_of(TRANSACTION_STATE_TOPIC) == 0:
+            self.ensure_ready()
+            return E.coordinator_not_available
+        if self.partition_for(txn_id) not in self.led:
+            return E.not_coordinator
+        return E.none
+
+    def _load(self, partitions: Iterable[int]) -> None:
+        """Read the ids of `partitions` of `__transaction_state` (the latest value of each) and resume the
+        markers of the transactions found prepared."""
         started = time.monotonic()
-        info = self.replicas.registry.get(TRANSACTION_STATE_TOPIC)
-        assert info is not None
-        self.num_partitions = info.partitions       # fixed once created
         txns: dict[str, TxnMetadata] = {}
-        for p in range(info.partitions):
+        partitions = list(partitions)
+        for p in partitions:
             plog = self.replicas.partition(TRANSACTION_STATE_TOPIC, p)
             records = [r for h, batch in read_batches(plog) if not h.is_control for r in decode_records(batch)]
             for record in records:
@@ -134,14 +209,21 @@ class TransactionCoordinator:
                 except (ValueError, UnicodeDecodeError) as e:
                     log.error("%s-%d offset %d: unreadable record skipped: %s", TRANSACTION_STATE_TOPIC, p,
                               record.offset, e)
-        self.txns = txns
-        self.by_producer = {m.producer_id: txn_id for txn_id, m in txns.items()}
-        self._loaded = True
-        log.info("loaded %d transactional ids from %s in %.2fs", len(txns), TRANSACTION_STATE_TOPIC,
-                 time.monotonic() - started)
+        self.txns.update(txns)
+        self.by_producer.update({m.producer_id: txn_id for txn_id, m in txns.items()})
+        log.info("loaded %d transactional ids from %d partition(s) of %s in %.2fs", len(txns), len(partitions),
+                 TRANSACTION_STATE_TOPIC, time.monotonic() - started)
+        loop = asyncio.get_running_loop()
+        for m in txns.values():
+            if m.state in PREPARE:
+                loop.call_soon(self._spawn, self._complete(m))
 
     def partition_for(self, transactional_id: str) -> int:
         return partition_for(transactional_id, self.num_partitions)
+
+    def _new_producer_id(self) -> int:
+        assert self.producer_ids is not None, "the broker has not joined its cluster yet"
+        return self.producer_ids.next_id()
 
     # --- writes to __transaction_state ----------------------------------------------------------------
 
@@ -178,10 +260,12 @@ class TransactionCoordinator:
         if not 0 < timeout_ms <= self.max_timeout_ms:
             return InitResult(E.invalid_transaction_timeout)
         self.ensure_ready()
+        if (error := self.coordinator_error(txn_id)) != E.none:
+            return InitResult(error)
         now = self.now_ms()
         m = self.txns.get(txn_id)
         if m is None:
-            m = TxnMetadata(txn_id, self.producer_ids.next_id(), NO_PRODUCER_EPOCH, timeout_ms, TxnState.EMPTY,
+            m = TxnMetadata(txn_id, self._new_producer_id(), NO_PRODUCER_EPOCH, timeout_ms, TxnState.EMPTY,
                             last_update_ms=now)
         if txn_id in self._busy:
             return InitResult(E.concurrent_transactions)
@@ -202,7 +286,7 @@ class TransactionCoordinator:
             await self._complete(fenced)
             return InitResult(E.concurrent_transactions)
         if m.epoch_exhausted and (expected is None or expected == m.producer_epoch):
-            new: TxnMetadata | int = m.rotate_producer_id(self.producer_ids.next_id(), timeout_ms, now,
+            new: TxnMetadata | int = m.rotate_producer_id(self._new_producer_id(), timeout_ms, now,
                                                           expected is not None)
         else:
             new = m.init_producer(timeout_ms, expected, now)
@@ -221,6 +305,8 @@ class TransactionCoordinator:
         if not txn_id:
             return E.invalid_request
         self.ensure_ready()
+        if (error := self.coordinator_error(txn_id)) != E.none:
+            return error
         m = self.txns.get(txn_id)
         if m is None or m.producer_id != producer_id:
             return E.invalid_producer_id_mapping
@@ -259,7 +345,11 @@ class TransactionCoordinator:
             error = await self._write(prepared)
             if error != E.none:
                 return error
-            await self._complete(prepared)
+            _fault_after_prepare(txn_id)
+            if all(self._led_here(tp) for tp in prepared.partitions):
+                await self._complete(prepared)       # local appends: answer once they are done
+            else:
+                self._spawn(self._complete(prepared))   # as Kafka: answer now, markers follow
             return E.none
         if m.state in COMPLETE:
             return E.none if m.state == wanted else E.invalid_txn_state
@@ -278,8 +368,11 @@ class TransactionCoordinator:
         self._busy.add(txn_id)
         try:
             while True:
-                results = write_markers(self.replicas, marker, sorted(remaining), self.on_offsets_marker)
-                remaining = {tp for tp, error in results.items() if error != E.none}
+                if self.txns.get(txn_id) is not prepared and self.txns.get(txn_id) != prepared:
+                    return          # leadership moved: the new coordinator completes it
+                results = await self._write_markers(marker, sorted(remaining))
+                remaining = {tp for tp, error in results.items()
+                             if error not in (E.none, E.unknown_topic_or_partition)}
                 if not remaining:
                     break
                 log.warning("transactional id %s: markers not written to %s; retrying", txn_id,
@@ -290,6 +383,28 @@ class TransactionCoordinator:
         error = await self._write(prepared.complete(self.now_ms()))
         if error != E.none:
             log.error("transactional id %s: markers written but its completion not: %s", txn_id, error.name)
+
+    def _led_here(self, tp: TopicPartition) -> bool:
+        replication = self.replicas.replication
+        return replication is None or replication.view.leader(*tp) == replication.node_id
+
+    async def _write_markers(self, marker: Marker, partitions: list[TopicPartition]) -> dict[TopicPartition, ErrorCode]:
+        """Append `marker` to the partitions led here; send it to the leaders of the others."""
+        local = [tp for tp in partitions if self._led_here(tp)]
+        results = write_markers(self.replicas, marker, local, self.on_offsets_marker) if local else {}
+        replication = self.replicas.replication
+        if replication is None or self.channel is None:
+            return results
+        by_leader: dict[int, list[TopicPartition]] = {}
+        for tp in partitions:
+            if tp not in results:
+                by_leader.setdefault(replication.view.leader(*tp), []).append(tp)
+        for leader, tps in by_leader.items():
+            if leader < 0:
+                results.update({tp: E.leader_not_available for tp in tps})
+            else:
+                results.update(await self.channel.send(leader, marker, tps))
+        return results
 
     def _coordinator_epoch(self, txn_id: str) -> int:
         try:
@@ -302,6 +417,8 @@ class TransactionCoordinator:
     def verify_partition(self, txn_id: str, producer_id: int, producer_epoch: int, tp: TopicPartition) -> ErrorCode:
         """For a transactional batch opening a transaction in `tp`: INVALID_TXN_STATE unless the
         coordinator added `tp` to the producer's open transaction (older epochs: fenced)."""
+        if self.cluster and self.partition_for(txn_id) not in self.led:
+            return E.none       # coordinated elsewhere: not verified (see docs/ARCHITECTURE.md, known gaps)
         m = self.txns.get(txn_id)
         if m is None or m.producer_id != producer_id:
             return E.invalid_producer_id_mapping
@@ -364,6 +481,8 @@ class TransactionCoordinator:
         if not txn_id:
             return E.invalid_request
         self.ensure_ready()
+        if (error := self.coordinator_error(txn_id)) != E.none:
+            return error
         m = self.txns.get(txn_id)
         return E.transactional_id_not_found if m is None else m
 
@@ -385,3 +504,12 @@ class TransactionCoordinator:
                 continue
             out.append(m)
         return out
+
+
+def _fault_after_prepare(txn_id: str) -> None:
+    """Crash tests: PYLOG_FAULT_KILL_COORDINATOR_AFTER_PREPARE=<transactional id> SIGKILLs this broker right
+    after that id's Prepare* is written and before any marker (the coordinator failover window). Inert
+    unless set."""
+    if os.environ.get("PYLOG_FAULT_KILL_COORDINATOR_AFTER_PREPARE") == txn_id:
+        log.warning("fault injection: killing this broker after %s's prepare", txn_id)
+        os.kill(os.getpid(), signal.SIGKILL)

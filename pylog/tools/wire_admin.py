@@ -152,8 +152,7 @@ class Connection:
         if theirs is None or theirs[0] > high or theirs[1] < low:
             name = API_NAMES.get(api, api.name)
             what = "does not support" if theirs is None else f"speaks only versions {theirs[0]}-{theirs[1]} of"
-            hint = ("; transactions need Kafka 3.0 or later, or pylog's single broker (pylog's cluster mode has no "
-                    "transaction coordinator)") if api in TRANSACTION_APIS and theirs is None else ""
+            hint = "; transactions need Kafka 3.0 or later" if api in TRANSACTION_APIS and theirs is None else ""
             raise CliError(f"{self.label} {what} {name} (API {int(api)}; this tool speaks versions "
                            f"{low}-{high}){hint}")
         return min(high, theirs[1])
