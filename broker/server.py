@@ -34,7 +34,7 @@ from broker.groups.offset_store import OFFSETS_TOPIC
 from broker.groups.service import GroupService
 from broker.transactions.coordinator import TransactionCoordinator
 from broker.transactions.log_records import TRANSACTION_STATE_TOPIC
-from broker.transactions.marker_channel import MarkerChannel
+from broker.transactions.broker_channel import BrokerChannel
 from broker.log.cleaner import LogCleaner
 from broker.log.log_manager import LogManager
 from kafka_protocol.codec import preload_schemas
@@ -178,7 +178,7 @@ class BrokerServer:
         replication = Replication(cfg["broker.id"], cfg, replicas, node.write_isr, replicas.wake)
         replication.on_leadership(OFFSETS_TOPIC, groups.on_offsets_partition)
         replication.on_leadership(TRANSACTION_STATE_TOPIC, transactions.on_state_partition)
-        transactions.channel = MarkerChannel(cfg["broker.id"], lambda: replication.view.brokers)
+        transactions.channel = BrokerChannel(cfg["broker.id"], lambda: replication.view.brokers)
         await asyncio.to_thread(node.start)
         self.cluster = node
         replicas.attach_cluster(node, replication)

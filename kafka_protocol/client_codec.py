@@ -94,6 +94,17 @@ def add_partitions_to_txn_request(version: int, transactional_id: str, producer_
         "v3_and_below_topics": [{"name": t, "partitions": ps} for t, ps in topics.items()]})
 
 
+def verify_partitions_request(version: int, transactional_id: str, producer_id: int, producer_epoch: int,
+                              partitions: list[tuple[str, int]]) -> Any:
+    """AddPartitionsToTxn v4+ as a partition leader sends it: verify only (KIP-890), one transaction."""
+    topics: dict[str, list[int]] = {}
+    for topic, partition in partitions:
+        topics.setdefault(topic, []).append(partition)
+    return build(request_class(ApiKey.ADD_PARTITIONS_TO_TXN, version), {"transactions": [{
+        "transactional_id": transactional_id, "producer_id": producer_id, "producer_epoch": producer_epoch,
+        "verify_only": True, "topics": [{"name": t, "partitions": ps} for t, ps in topics.items()]}]})
+
+
 def add_offsets_to_txn_request(version: int, transactional_id: str, producer_id: int, producer_epoch: int,
                                group_id: str) -> Any:
     return build(request_class(ApiKey.ADD_OFFSETS_TO_TXN, version), {

@@ -16,7 +16,7 @@ from typing import Any, Coroutine
 from broker.apis.common import error_result
 from broker.context import BrokerContext
 from kafka_protocol.errors import DuplicateSequenceError, ErrorCode, InvalidRecordError, KafkaError, RecordValidationError
-from kafka_protocol.record_batch import HEADER_SIZE, parse_header, single_batch
+from kafka_protocol.record_batch import HEADER_SIZE, BatchHeader, parse_header, single_batch
 from kafka_protocol.builder import ms
 from kafka_protocol.codec import Request
 from kafka_protocol.produce_codec import PartitionResult, encode_produce_response
@@ -52,16 +52,15 @@ def _unverified(ctx: BrokerContext, transactional_id: str | None, topic: str, in
                 records: bytes | memoryview | None) -> PartitionResult | None:
     """KIP-890 part 1: a transactional batch that would open a transaction in this partition is
     refused unless the coordinator added the partition to its producer's transaction."""
-    if not records or len(records) < HEADER_SIZE:
-        return None
-    h = parse_header(records)
-    if not h.is_transactional:
+    h = _transactional_header(records)
+    if h is None:
         return None
     if transactional_id is None:
         return PartitionResult(index, ErrorCode.transactional_id_authorization_failed,
                                error_message="a transactional batch needs the request's transactional id")
-    if ctx.transactions is None or not ctx.config["transaction.partition.verification.enable"]:
-        return None
+    if (ctx.transactions is None or not ctx.config["transaction.partition.verification.enable"]
+            or not ctx.transactions.coordinated_here(transactional_id)):
+        return None         # coordinated on another broker: checked before (`_verify_elsewhere`)
     try:
         plog = ctx.replicas.leader_log(topic, index)
     except KafkaError:
@@ -75,6 +74,13 @@ def _unverified(ctx: BrokerContext, transactional_id: str | None, topic: str, in
                                                        f"transactional id {transactional_id}")
 
 
+def _transactional_header(records: bytes | memoryview | None) -> BatchHeader | None:
+    if not records or len(records) < HEADER_SIZE:
+        return None
+    h = parse_header(records)
+    return h if h.is_transactional else None
+
+
 def _log_start(ctx: BrokerContext, topic: str, index: int) -> int:
     """The partition's log start offset, which Kafka gives with per-record errors (-1 if no such partition)."""
     try:
@@ -83,7 +89,17 @@ def _log_start(ctx: BrokerContext, topic: str, index: int) -> int:
         return -1
 
 
-def handle(ctx: BrokerContext, req: Request) -> bytes | None | Coroutine[Any, Any, bytes]:
+def handle(ctx: BrokerContext, req: Request) -> bytes | None | Coroutine[Any, Any, bytes | None]:
+    body = req.body
+    remote = _verify_elsewhere(ctx, body)
+    if remote:
+        return _verified_then_appended(ctx, req, remote)
+    return _produce(ctx, req, {})
+
+
+def _produce(ctx: BrokerContext, req: Request, refused: dict[tuple[str, int], PartitionResult],
+             ) -> bytes | None | Coroutine[Any, Any, bytes]:
+    """Append every partition's batches (those in `refused` get that answer instead) and respond."""
     body = req.body
     acks = body.acks
     responses = []
@@ -94,8 +110,9 @@ def handle(ctx: BrokerContext, req: Request) -> bytes | None | Coroutine[Any, An
                 parts.append(PartitionResult(pd.index, ErrorCode.invalid_required_acks,
                                              error_message=f"acks must be one of 0, 1, -1; got {acks}"))
             else:
-                refused = _unverified(ctx, body.transactional_id, topic.name, pd.index, pd.records)
-                parts.append(refused or _append_one(ctx, topic.name, pd.index, pd.records, acks))
+                no = refused.get((topic.name, pd.index)) or _unverified(ctx, body.transactional_id, topic.name,
+                                                                         pd.index, pd.records)
+                parts.append(no or _append_one(ctx, topic.name, pd.index, pd.records, acks))
         responses.append((topic.name, parts))
     if acks == 0:
         return None
@@ -104,6 +121,52 @@ def handle(ctx: BrokerContext, req: Request) -> bytes | None | Coroutine[Any, An
         if waits:
             return _when_replicated(req, responses, waits)
     return encode_produce_response(req.api_version, req.correlation_id, responses)
+
+
+def _verify_elsewhere(ctx: BrokerContext, body: Any) -> dict[tuple[str, int], tuple[int, int]]:
+    """Cluster mode, KIP-890: the partitions whose first transactional batch of a transaction must be
+    checked with a coordinator on another broker ((topic, partition) -> (producer id, epoch))."""
+    txn_id = body.transactional_id
+    if (txn_id is None or ctx.transactions is None or ctx.transactions.coordinated_here(txn_id)
+            or not ctx.config["transaction.partition.verification.enable"]):
+        return {}
+    out = {}
+    for topic in body.topic_data:
+        for pd in topic.partition_data:
+            h = _transactional_header(pd.records)
+            if h is None:
+                continue
+            try:
+                if h.producer_id in ctx.replicas.leader_log(topic.name, pd.index).producers.ongoing:
+                    continue
+            except KafkaError:
+                continue            # the append answers for an unknown partition or a moved leader
+            out[(topic.name, pd.index)] = (h.producer_id, h.producer_epoch)
+    return out
+
+
+async def _verified_then_appended(ctx: BrokerContext, req: Request,
+                                  remote: dict[tuple[str, int], tuple[int, int]]) -> bytes | None:
+    """Ask the coordinator about `remote`'s partitions, then append (the record sets are copied first: the
+    request's frame is only valid during the handler's call)."""
+    for topic in req.body.topic_data:
+        for pd in topic.partition_data:
+            if pd.records is not None:
+                pd.records = bytes(pd.records)
+    assert ctx.transactions is not None
+    txn_id = req.body.transactional_id
+    refused: dict[tuple[str, int], PartitionResult] = {}
+    by_producer: dict[tuple[int, int], list[tuple[str, int]]] = {}
+    for tp, producer in remote.items():
+        by_producer.setdefault(producer, []).append(tp)
+    for (pid, epoch), tps in by_producer.items():
+        for (topic, index), error in (await ctx.transactions.verify_elsewhere(txn_id, pid, epoch, tps)).items():
+            if error != ErrorCode.none:
+                refused[(topic, index)] = PartitionResult(
+                    index, error, error_message=f"{topic}-{index} is not part of the open transaction of "
+                                                f"transactional id {txn_id}")
+    result = _produce(ctx, req, refused)
+    return await result if asyncio.iscoroutine(result) else result
 
 
 def _replication_waits(ctx: BrokerContext, responses: list[tuple[str, list[PartitionResult]]], timeout_ms: int,

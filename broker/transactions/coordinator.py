@@ -19,7 +19,7 @@ the ids whose `__transaction_state` partition it leads (Kafka's rule, as groups 
 `__consumer_offsets`): leadership loads that partition's ids and resumes their prepared transactions,
 losing it forgets them, and a request for an id coordinated elsewhere is answered NOT_COORDINATOR.
 Markers for partitions led here are appended directly (`markers.write_markers`); the others go to their
-leaders as WriteTxnMarkers (`marker_channel`), retried until every partition has its marker. Never sees
+leaders as WriteTxnMarkers (`broker_channel`), retried until every partition has its marker. Never sees
 protocol types or sockets: handlers get Kafka error codes back.
 """
 from __future__ import annotations
@@ -38,7 +38,7 @@ from broker.groups.records import partition_for
 from broker.log.record_reader import read_batches
 from broker.replica_manager import ReplicaManager
 from broker.transactions.log_records import TRANSACTION_STATE_TOPIC, decode_key, decode_value, encode_key, encode_value
-from broker.transactions.marker_channel import MarkerChannel
+from broker.transactions.broker_channel import BrokerChannel
 from broker.transactions.markers import OFFSETS_TOPIC, OffsetsMarkerHook, write_markers
 from broker.transactions.metadata import COMPLETE, PREPARE, NO_PRODUCER_EPOCH, TxnMetadata, TxnState
 from kafka_protocol.control_records import Marker
@@ -62,7 +62,7 @@ class InitResult:
 
 class TransactionCoordinator:
     def __init__(self, config: BrokerConfig, replicas: ReplicaManager, producer_ids: ProducerIdManager | None,
-                 clock: Callable[[], float] = time.time, channel: MarkerChannel | None = None) -> None:
+                 clock: Callable[[], float] = time.time, channel: BrokerChannel | None = None) -> None:
         self.config = config
         self.replicas = replicas
         self.producer_ids = producer_ids     # cluster mode: set once the broker has joined (its id blocks)
@@ -403,7 +403,7 @@ class TransactionCoordinator:
             if leader < 0:
                 results.update({tp: E.leader_not_available for tp in tps})
             else:
-                results.update(await self.channel.send(leader, marker, tps))
+                results.update(await self.channel.send_markers(leader, marker, tps))
         return results
 
     def _coordinator_epoch(self, txn_id: str) -> int:
@@ -417,8 +417,6 @@ class TransactionCoordinator:
     def verify_partition(self, txn_id: str, producer_id: int, producer_epoch: int, tp: TopicPartition) -> ErrorCode:
         """For a transactional batch opening a transaction in `tp`: INVALID_TXN_STATE unless the
         coordinator added `tp` to the producer's open transaction (older epochs: fenced)."""
-        if self.cluster and self.partition_for(txn_id) not in self.led:
-            return E.none       # coordinated elsewhere: not verified (see docs/ARCHITECTURE.md, known gaps)
         m = self.txns.get(txn_id)
         if m is None or m.producer_id != producer_id:
             return E.invalid_producer_id_mapping
@@ -432,6 +430,25 @@ class TransactionCoordinator:
         """TxnOffsetCommit: the group's __consumer_offsets partition must be in the open transaction
         (AddOffsetsToTxn first), as Kafka 3.6+ verifies; a fenced epoch is INVALID_PRODUCER_EPOCH."""
         return self.verify_partition(txn_id, producer_id, producer_epoch, self.offsets_partition(group_id))
+
+    def coordinated_here(self, txn_id: str) -> bool:
+        """Whether this broker coordinates `txn_id` (always on the single broker)."""
+        return not self.cluster or self.partition_for(txn_id) in self.led
+
+    async def verify_elsewhere(self, txn_id: str, producer_id: int, producer_epoch: int,
+                               partitions: list[TopicPartition]) -> dict[TopicPartition, ErrorCode]:
+        """KIP-890 in cluster mode: ask the coordinator of `txn_id` on another broker whether `partitions`
+        are in the producer's open transaction; NOT_ENOUGH_REPLICAS (retriable for every producer, as
+        Kafka answers) when no coordinator can be asked."""
+        node, _why = self.coordinator_node(txn_id)
+        if node < 0 or self.channel is None:
+            return {tp: E.not_enough_replicas for tp in partitions}
+        answers = await self.channel.verify(node, txn_id, producer_id, producer_epoch, partitions)
+        retriable = (E.request_timed_out, E.not_coordinator, E.coordinator_not_available,
+                     E.coordinator_load_in_progress, E.concurrent_transactions)
+        fenced = (E.producer_fenced, E.invalid_producer_id_mapping)
+        return {tp: E.not_enough_replicas if e in retriable else E.invalid_producer_epoch if e in fenced else e
+                for tp, e in answers.items()}
 
     # --- timeouts and expiry -------------------------------------------------------------------------
 

@@ -19,7 +19,7 @@ from kio.schema.find_coordinator.v4.request import FindCoordinatorRequest
 from pylog.launch.local_cluster import LocalCluster
 from pylog.launch.local_zookeeper import LocalZooKeeper
 from tests.support.clients import unique_name
-from tests.support.cluster import create_replicated, wait_full_isr
+from tests.support.cluster import create_replicated, partition_meta, wait_full_isr
 from tests.support.waiting import wait_for
 from tests.support.wire import WireClient
 
@@ -148,3 +148,28 @@ def test_a_coordinator_killed_after_the_prepare_leaves_the_commit_to_its_success
     assert read(bs, topic, 3, "read_committed") == sorted(b"v%d" % i for i in range(30))
     cluster.restart(before)
     wait_full_isr(bs, topic, 3)
+
+
+def test_a_leader_asks_the_coordinator_on_another_broker_before_a_transactions_first_batch(cluster):
+    """KIP-890 part 1 across brokers: a transactional batch to a partition the coordinator never added is
+    refused with INVALID_TXN_STATE by its leader, which asked the coordinator (AddPartitionsToTxn v4,
+    verify only); once added, the batch is appended."""
+    from tests.conformance.test_transactions import add_partitions, init_producer_id, produce, txn_batch
+
+    bs, topic, txn_id = cluster.bootstrap, unique_name("verify"), unique_name("tx")
+    create_replicated(bs, topic, 6)
+    wait_full_isr(bs, topic, 6)
+    node = coordinator(cluster, txn_id)
+    with WireClient(cluster.brokers[node].host, cluster.brokers[node].port) as coord:
+        r = init_producer_id(coord.request, txn_id)
+        pid, epoch = r.producer_id, r.producer_epoch
+        leaders = {p.id: p.leader for p in partition_meta(bs, topic).values()}
+        elsewhere = [p for p, leader in leaders.items() if leader != node]
+        assert elsewhere, "some partition should be led by another broker than the coordinator"
+        added, other = elsewhere[0], (elsewhere[1] if len(elsewhere) > 1 else None)
+        assert add_partitions(coord.request, txn_id, pid, epoch, {topic: [added]}) == {(topic, added): "none"}
+    for partition, expected in [(added, "none")] + ([(other, "invalid_txn_state")] if other is not None else []):
+        b = cluster.brokers[leaders[partition]]
+        with WireClient(b.host, b.port) as leader:
+            error, _ = produce(leader.request, topic, partition, txn_batch(pid, epoch, 0, b"x"), transactional_id=txn_id)
+        assert error == expected, f"partition {partition}"
