@@ -116,6 +116,25 @@ async def handle_end_txn(ctx: BrokerContext, req: Request) -> Any:
 
 
 def handle_txn_offset_commit(ctx: BrokerContext, req: Request) -> Any:
+    """TxnOffsetCommit, after KIP-890's check that AddOffsetsToTxn added the group's partition to the
+    transaction (asked of the transaction's coordinator when it is on another broker)."""
+    body = req.body
+    coordinator = _coordinator(ctx)
+    if coordinator.coordinated_here(body.transactional_id):
+        return _txn_offset_commit(ctx, req, coordinator.verify_offsets(
+            body.transactional_id, body.group_id, body.producer_id, body.producer_epoch))
+    return _txn_offset_commit_verified_elsewhere(ctx, req)
+
+
+async def _txn_offset_commit_verified_elsewhere(ctx: BrokerContext, req: Request) -> Any:
+    body = req.body
+    coordinator = _coordinator(ctx)
+    tp = coordinator.offsets_partition(body.group_id)
+    answers = await coordinator.verify_elsewhere(body.transactional_id, body.producer_id, body.producer_epoch, [tp])
+    return _txn_offset_commit(ctx, req, answers.get(tp, E.not_enough_replicas))
+
+
+def _txn_offset_commit(ctx: BrokerContext, req: Request, refused: ErrorCode) -> Any:
     body = req.body
     assert ctx.groups is not None, "the group coordinator is not running"
     offsets: dict[TopicPartition, tuple[int, int, str | None]] = {}
@@ -123,8 +142,6 @@ def handle_txn_offset_commit(ctx: BrokerContext, req: Request) -> Any:
         for p in t.partitions:
             offsets[(t.name, p.partition_index)] = (
                 p.committed_offset, field(p, "committed_leader_epoch", -1), p.committed_metadata)
-    refused = _coordinator(ctx).verify_offsets(body.transactional_id, body.group_id, body.producer_id,
-                                               body.producer_epoch)
     if refused != E.none:
         results: dict[TopicPartition, int] = {tp: refused for tp in offsets}
     else:
