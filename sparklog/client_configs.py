@@ -71,10 +71,15 @@ def executor_consumer(opts: ReadOptions) -> dict[str, object]:
 
 
 def driver_consumer(opts: ReadOptions) -> dict[str, object]:
-    """The driver's consumer (offset lookups only: never subscribes, never commits)."""
+    """The driver's consumer (offset lookups only: never subscribes, never commits). Its isolation level is
+    the executors' (Spark's default read_uncommitted, not librdkafka's read_committed): the latest offset of
+    a partition is then its high watermark, or under read_committed its last stable offset, so a range
+    never ends beyond what the executors may read."""
     return {**opts.kafka_params, "bootstrap.servers": opts.bootstrap_servers,
             "group.id": opts.group_id if opts.custom_group_id else f"{opts.group_id}-driver",
-            "enable.auto.commit": False, "enable.partition.eof": False}
+            "enable.auto.commit": False, "enable.partition.eof": False,
+            "isolation.level": opts.kafka_params.get("isolation.level",
+                                                     str(EXECUTOR_CONSUMER_DEFAULTS["isolation.level"]))}
 
 
 def admin(opts: ReadOptions) -> dict[str, object]:

@@ -195,7 +195,7 @@ class OffsetReader:
 
     def latest(self, tps: Iterable[off.TopicPartition],
                known: Optional[off.PartitionOffsets] = None) -> dict[off.TopicPartition, int]:
-        """The partitions' ends (high watermarks). With `known` offsets (where the query has read to), an end
+        """The partitions' ends (high watermarks; last stable offsets under read_committed). With `known` offsets (where the query has read to), an end
         below one of them is asked again, fetchOffset.numRetries times in all, fetchOffset.retryIntervalMs
         apart, before it is believed (Spark's fetchLatestOffsets): a partition's new leader may answer with
         a high watermark that has not caught up with its predecessor's yet."""
