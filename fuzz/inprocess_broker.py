@@ -1,8 +1,8 @@
 """A broker without sockets, for calling API handlers from a fuzz target in-process.
 
 `InProcessBroker` builds the same `BrokerContext` as `broker/server.py` (`BrokerServer.start`: topic
-registry, log manager, replica manager, group service, producer ids, fetch sessions; keep the two in
-step) over a temporary data directory,
+registry, log manager, replica manager, group service, transaction coordinator, producer ids, fetch
+sessions; keep the two in step) over a temporary data directory,
 on a private asyncio loop, but opens no listener. `call(api, request)` runs the handler as the
 connection does (awaiting an async result for at most `timeout` seconds, then cancelling it, as a
 closed connection would); `encode(request, result)` makes the bytes the connection would send. Log records with
@@ -29,6 +29,7 @@ from broker.groups.service import GroupService
 from broker.log.log_manager import LogManager
 from kafka_protocol.codec import encode_response
 from broker.replica_manager import ReplicaManager
+from broker.transactions.coordinator import TransactionCoordinator
 from broker.server import load_cluster_id
 
 # Bounded state: a fuzzed CreateTopics may ask for thousands of partitions; small segments roll often.
@@ -76,9 +77,13 @@ class InProcessBroker:
             replicas.startup()
             groups = GroupService(cfg, replicas, time.time)
             groups.startup()
-            return BrokerContext(config=cfg, replicas=replicas, producer_ids=ProducerIdManager(data_dir),
+            producer_ids = ProducerIdManager(data_dir)
+            transactions = TransactionCoordinator(cfg, replicas, producer_ids)
+            transactions.on_offsets_marker = groups.on_txn_marker
+            transactions.startup()
+            return BrokerContext(config=cfg, replicas=replicas, producer_ids=producer_ids,
                                  cluster_id=load_cluster_id(data_dir, cfg["broker.id"]), node_id=cfg["broker.id"],
-                                 host="127.0.0.1", port=9092, groups=groups,
+                                 host="127.0.0.1", port=9092, groups=groups, transactions=transactions,
                                  fetch_sessions=FetchSessionCache(cfg["max.incremental.fetch.session.cache.slots"],
                                                                   cfg["min.incremental.fetch.session.eviction.ms"]))
 
@@ -91,6 +96,8 @@ class InProcessBroker:
         ctx, self.ctx = self.ctx, None
         if ctx.groups is not None:
             ctx.groups.shutdown()
+        if ctx.transactions is not None:
+            ctx.transactions.shutdown()
         ctx.replicas.shutdown()
         pending = [t for t in asyncio.all_tasks(self.loop) if not t.done()]
         for t in pending:

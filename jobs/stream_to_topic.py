@@ -46,6 +46,7 @@ def _report(progress: Any) -> None:
 
 def run(cfg: JobConfig) -> int:
     options = source_options(cfg)
+    options["includeHeaders"] = "true"             # the view `source` has the headers to pass on
     options.setdefault("kafka.isolation.level", cfg.get("source.isolation.level", "read_committed"))
     options["startingOffsets"] = cfg.get("source.starting.offsets", "earliest")
     if cfg.get("source.max.offsets.per.trigger"):

@@ -58,14 +58,7 @@ API_TABLE: dict[int, Api] = {
         Api(ApiKey.DELETE_GROUPS, 0, 2, groups.handle_delete_groups),
         Api(ApiKey.INCREMENTAL_ALTER_CONFIGS, 0, 1, admin_configs.handle_incremental_alter_configs),
         Api(ApiKey.OFFSET_DELETE, 0, 0, offsets.handle_offset_delete),
-    ]
-}
-
-
-# Transactions (KIP-98, the tools' KIP-664); WriteTxnMarkers at v1 only (kio has no v0 schema, as Kafka 4 dropped it)
-TRANSACTION_API_TABLE: dict[int, Api] = {
-    a.key: a
-    for a in [
+        # transactions (KIP-98; the tools' KIP-664); WriteTxnMarkers at v1 only (kio has no v0, Kafka 4 dropped it)
         Api(ApiKey.ADD_PARTITIONS_TO_TXN, 0, 4, transactions.handle_add_partitions_to_txn),
         Api(ApiKey.ADD_OFFSETS_TO_TXN, 0, 3, transactions.handle_add_offsets_to_txn),
         Api(ApiKey.END_TXN, 0, 3, transactions.handle_end_txn),
@@ -92,8 +85,7 @@ CONTROLLER_API_TABLE: dict[int, Api] = {
 
 def apis(cluster: bool) -> dict[int, Api]:
     """Every API this broker serves: the client APIs, and in cluster mode the controller's."""
-    return {**API_TABLE, **TRANSACTION_API_TABLE, **CONTROLLER_API_TABLE} if cluster else {**API_TABLE,
-                                                                                            **TRANSACTION_API_TABLE}
+    return {**API_TABLE, **CONTROLLER_API_TABLE} if cluster else API_TABLE
 
 
 def advertised(cluster: bool) -> api_versions.ApiKeys:

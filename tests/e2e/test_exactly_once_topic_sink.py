@@ -96,10 +96,10 @@ def test_the_at_least_once_sink_writes_a_replayed_batch_again(spark, pylog_broke
     assert len(got) > len(expected) and set(got) == set(expected)
 
 
-def test_a_failed_batch_write_leaves_nothing_visible(spark, shared_broker, topic_name):
+def test_a_failed_batch_write_leaves_nothing_visible(spark, pylog_broker, topic_name):
     from pyspark.sql.functions import col, udf
 
-    bs = shared_broker.bootstrap
+    bs = pylog_broker.bootstrap
     dst = topic_name("eo-batch")
     create(bs, dst, 2)
 

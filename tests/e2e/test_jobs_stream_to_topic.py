@@ -1,66 +1,33 @@
-"""`pylog job stream_to_topic` killed with SIGKILL again and again, and run on a three-broker cluster whose
-broker coordinating its transactions is killed twice: the output topic, read with read_committed, holds
-every input record exactly once.
+"""`pylog job stream_to_topic` on a three-broker cluster, the job killed with SIGKILL five times and the broker
+coordinating its transactions killed twice: the output topic, read with read_committed, holds every input
+record exactly once.
 
 The first run is killed right after the exactly-once sink committed batch 1's transactions and before Spark
-recorded the batch (the window where only the topic knows), the next four at random moments once the job
-made progress; the last run catches up. A real `pylog job` process (its own Spark driver) against a real
-broker; kills are SIGKILL to the job's process group. One of the suite's deliberate slow cases.
+recorded the batch (the window where only the topic knows); the next four, each given six batches of new
+input, at a random moment after a random 1-4 of them; during two of those runs the broker coordinating one
+of the job's transactional ids is killed (and restarted) first; the last run catches up. Real `pylog job` processes (each its own Spark
+driver) against real brokers; kills are SIGKILL. One of the suite's deliberate slow cases.
 """
 from __future__ import annotations
 
 import random
 import signal
+import subprocess
+import time
 from pathlib import Path
 
 import pytest
-
 from kio.schema.list_transactions.v0.request import ListTransactionsRequest
 
 from pylog.launch.local_cluster import LocalCluster
 from tests.e2e.test_exactly_once_topic_sink import read_topic
-from tests.support.clients import create_topic, produce, unique_name
+from tests.support.clients import produce, unique_name
 from tests.support.cluster import create_replicated, wait_full_isr
-from tests.support.jobs import finish, kill_loop, run_job
+from tests.support.jobs import finish, kill, run_job
 from tests.support.waiting import wait_for
 from tests.support.wire import WireClient
 
 pytestmark = [pytest.mark.slow, pytest.mark.timeout(900)]
-
-
-def batches_committed(checkpoint: Path) -> int:
-    commits = checkpoint / "commits"
-    return sum(1 for p in commits.iterdir() if p.name.isdigit()) if commits.exists() else 0
-
-
-def test_stream_to_topic_survives_a_kill_loop_exactly_once(broker_factory, tmp_path):
-    broker = broker_factory(settings={"transaction.abort.timed.out.transaction.cleanup.interval.ms": 500})
-    bs = broker.bootstrap
-    create_topic(bs, "events", partitions=3)
-    create_topic(bs, "events-out", partitions=2)
-    total = 3000
-    produce(bs, "events", [(b"k%d" % i, b"e%d" % i) for i in range(total)])
-    checkpoint = tmp_path / "ckpt"
-    settings = {"source.bootstrap.servers": bs, "source.topics": "events", "sink.topic": "events-out",
-                "transform.sql": "SELECT key, concat(CAST(value AS STRING), '!') AS value FROM source",
-                "sink.checkpoint.location": checkpoint, "source.max.offsets.per.trigger": 200,
-                "sink.kafka.transaction.timeout.ms": 20000, "trigger": "available-now"}
-    proc = run_job("stream_to_topic", settings, env={"PYLOG_FAULT_KILL_AFTER_TXN_COMMIT": "1"})
-    proc.communicate(timeout=240)
-    assert proc.returncode == -signal.SIGKILL, "the fault killed the job after batch 1's transactions committed"
-
-    def more_work() -> None:           # a run finished before its kill: the next one gets several batches
-        nonlocal total
-        produce(bs, "events", [(b"k%d" % i, b"e%d" % i) for i in range(total, total + 1500)])
-        total += 1500
-
-    kill_loop(lambda: run_job("stream_to_topic", settings), lambda: batches_committed(checkpoint), random.Random(11),
-              1, 5, 2.0, more_work)
-    finish(run_job("stream_to_topic", settings))
-    got = read_topic(bs, "events-out", 2, "read_committed")
-    assert len(got) == total, f"{len(got) - len(set(got))} duplicates, {total - len(set(got))} missing"
-    assert got == sorted(b"e%d!" % i for i in range(total))
-
 
 CLUSTER_SETTINGS = {
     "default.replication.factor": 3,
@@ -68,10 +35,16 @@ CLUSTER_SETTINGS = {
     "offsets.topic.replication.factor": 3,
     "offsets.topic.num.partitions": 3,
     "transaction.state.log.num.partitions": 3,
+    "transaction.abort.timed.out.transaction.cleanup.interval.ms": 500,
     "zookeeper.session.timeout.ms": 3000,
     "replica.lag.time.max.ms": 2000,
     "auto.leader.rebalance.enable": "false",
 }
+
+
+def batches_committed(checkpoint: Path) -> int:
+    commits = checkpoint / "commits"
+    return sum(1 for p in commits.iterdir() if p.name.isdigit()) if commits.exists() else 0
 
 
 def job_coordinators(c: LocalCluster) -> set[int]:
@@ -91,7 +64,7 @@ def job_coordinators(c: LocalCluster) -> set[int]:
     return found
 
 
-def test_stream_to_topic_is_exactly_once_while_its_coordinator_is_killed_twice(zookeeper, tmp_path):
+def test_stream_to_topic_is_exactly_once_through_job_kills_and_coordinator_kills(zookeeper, tmp_path):
     c = LocalCluster(tmp_path / "cluster", 3, CLUSTER_SETTINGS, zk_connect=zookeeper.connect,
                      chroot=f"/{unique_name('eo-cluster')}").start()
     try:
@@ -99,28 +72,47 @@ def test_stream_to_topic_is_exactly_once_while_its_coordinator_is_killed_twice(z
         create_replicated(bs, "events", 3)
         create_replicated(bs, "events-out", 2)
         wait_full_isr(bs, "events", 3)
-        total = 4000
+        total = 1200
         produce(bs, "events", [(b"k%d" % i, b"e%d" % i) for i in range(total)], acks="all")
         checkpoint = tmp_path / "ckpt"
+        log = tmp_path / "job.log"
         settings = {"source.bootstrap.servers": bs, "source.topics": "events", "sink.topic": "events-out",
                     "transform.sql": "SELECT key, concat(CAST(value AS STRING), '!') AS value FROM source",
-                    "sink.checkpoint.location": checkpoint, "source.max.offsets.per.trigger": 150,
-                    "trigger": "available-now"}
-        proc = run_job("stream_to_topic", settings, output=tmp_path / "job.log")
-        for kill in range(2):
-            done = batches_committed(checkpoint)
-            coordinators = wait_for(lambda: proc.poll() is None and job_coordinators(c), 120,
-                                    "the job's transactions to have a coordinator")
-            victim = sorted(coordinators)[kill % len(coordinators)]
-            c.kill(victim)
-            wait_for(lambda: proc.poll() is not None or batches_committed(checkpoint) > done + 1, 120,
-                     "the job to commit batches after the kill")
-            c.restart(victim)
-        runs = 1
-        while proc.wait(timeout=300) != 0 and runs < 3:       # a run the kills failed is started again
+                    "sink.checkpoint.location": checkpoint, "source.max.offsets.per.trigger": 200,
+                    "sink.kafka.transaction.timeout.ms": 20000, "trigger": "available-now"}
+        proc = run_job("stream_to_topic", settings, env={"PYLOG_FAULT_KILL_AFTER_TXN_COMMIT": "1"}, output=log)
+        proc.wait(timeout=240)
+        assert proc.returncode == -signal.SIGKILL, "the fault killed the job after batch 1's transactions committed"
+
+        rnd = random.Random(11)
+        kills, coordinator_kills, runs = 1, 0, 0
+        while kills < 5:
+            # every run gets six more batches of work and is killed after a random 1-4 of them, at a random moment
+            produce(bs, "events", [(b"k%d" % i, b"e%d" % i) for i in range(total, total + 1200)], acks="all")
+            total += 1200
+            before = batches_committed(checkpoint)
+            proc = run_job("stream_to_topic", settings, output=log)
             runs += 1
-            proc = run_job("stream_to_topic", settings, output=tmp_path / "job.log")
-        assert proc.returncode == 0, (tmp_path / "job.log").read_text()[-3000:]
+            if runs in (2, 4):              # this run's coordinator goes first, then the run itself
+                victims = wait_for(lambda: proc.poll() is None and job_coordinators(c), 120,
+                                   "the job's transactions to have a coordinator")
+                victim = sorted(victims)[coordinator_kills % len(victims)]
+                c.kill(victim)
+                coordinator_kills += 1
+                wait_for(lambda: proc.poll() is not None or batches_committed(checkpoint) > before, 120,
+                         "the job to commit after its coordinator was killed")
+                c.restart(victim)
+            wanted = before + rnd.randint(1, 4)
+            deadline = time.monotonic() + 180
+            while proc.poll() is None and batches_committed(checkpoint) < wanted and time.monotonic() < deadline:
+                time.sleep(0.05)
+            try:
+                proc.wait(rnd.uniform(0.0, 0.5))
+            except subprocess.TimeoutExpired:
+                kill(proc)
+                kills += 1
+        assert coordinator_kills == 2
+        finish(run_job("stream_to_topic", settings))
         got = read_topic(bs, "events-out", 2, "read_committed")
         assert len(got) == total, f"{len(got) - len(set(got))} duplicates, {total - len(set(got))} missing"
         assert got == sorted(b"e%d!" % i for i in range(total))
