@@ -43,8 +43,10 @@ CLUSTER_SETTINGS = {
 
 
 def batches_committed(checkpoint: Path) -> int:
+    """The highest batch id Spark recorded as committed, plus one (Spark keeps only its latest commit files)."""
     commits = checkpoint / "commits"
-    return sum(1 for p in commits.iterdir() if p.name.isdigit()) if commits.exists() else 0
+    ids = [int(p.name) for p in commits.iterdir() if p.name.isdigit()] if commits.exists() else []
+    return max(ids) + 1 if ids else 0
 
 
 def job_coordinators(c: LocalCluster) -> set[int]:
