@@ -68,7 +68,9 @@ def apache_kafka(tmp_path_factory: pytest.TempPathFactory) -> Iterator[KafkaBrok
     conformance peer, the Spark tests' second broker and the jobs' Kafka run share it. Its users create
     topics of their own, and put back any dynamic setting they change."""
     for attempt in range(3):
-        kafka = KafkaBroker(tmp_path_factory.mktemp("apache-kafka") / "kafka")
+        # transactions past their timeout are aborted within a second (Kafka checks every 10 s by default)
+        kafka = KafkaBroker(tmp_path_factory.mktemp("apache-kafka") / "kafka",
+                            settings={"transaction.abort.timed.out.transaction.cleanup.interval.ms": 1000})
         try:
             kafka.start()
             break

@@ -22,7 +22,8 @@ from peers.kafka import KafkaBroker
 def brokers(tmp_path_factory: pytest.TempPathFactory,
             apache_kafka: KafkaBroker) -> Iterator[tuple[BrokerProcess, KafkaBroker]]:
     pylog = BrokerProcess(tmp_path_factory.mktemp("conformance") / "pylog",
-                          settings={"auto.create.topics.enable": False, "group.initial.rebalance.delay.ms": 0})
+                          settings={"auto.create.topics.enable": False, "group.initial.rebalance.delay.ms": 0,
+                                    "transaction.abort.timed.out.transaction.cleanup.interval.ms": 1000})
     pylog.start()
     yield pylog, apache_kafka
     pylog.close()

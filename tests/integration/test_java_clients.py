@@ -11,6 +11,7 @@ JSON; the assertions on them are here.
 from __future__ import annotations
 
 import json
+import os
 import struct
 from pathlib import Path
 from typing import Any
@@ -181,12 +182,15 @@ def test_admin_client_topics_configs_records_and_groups(broker: BrokerProcess) -
 
 # ---------------------------------------------------------------- transactions (KIP-98)
 
-@pytest.fixture(scope="module", params=["pylog", "apache-kafka"])
+@pytest.fixture(scope="module")
 def transactions(request: pytest.FixtureRequest, broker: BrokerProcess) -> dict[str, Any]:
-    """One JVM runs the three transactional steps (`ClientCheck transactions`) against pylog's broker,
-    then against Apache Kafka 3.9 (the run's one Kafka, tests/conftest.py): the same assertions hold
-    on both, so each expectation below is Kafka's own. A step that threw is reported by its test."""
-    target = broker if request.param == "pylog" else request.getfixturevalue("apache_kafka")
+    """One JVM runs the three transactional steps (`ClientCheck transactions`) against pylog's broker. Each
+    expectation below is Apache Kafka 3.9's own: the same assertions passed against Kafka when they were
+    written (`PYLOG_JAVA_TXN_ON_KAFKA=1` runs them there again; the run's one Kafka, tests/conftest.py). A step
+    that threw is reported by its test."""
+    target: Any = broker
+    if os.environ.get("PYLOG_JAVA_TXN_ON_KAFKA") == "1":
+        target = request.getfixturevalue("apache_kafka")
     done = java_client("transactions", target.bootstrap, timeout=150)
     lines = done.stdout.strip().splitlines()
     assert lines, f"ClientCheck transactions exited {done.returncode}\nstderr:\n{done.stderr[-4000:]}"
