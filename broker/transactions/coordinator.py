@@ -300,12 +300,16 @@ class TransactionCoordinator:
 
     # --- AddPartitionsToTxn / AddOffsetsToTxn ------------------------------------------------------
 
-    def _check_producer(self, txn_id: str, producer_id: int, producer_epoch: int) -> TxnMetadata | ErrorCode:
-        """The id's state for a request of its current producer; else Kafka's error for the request."""
+    def _request_error(self, txn_id: str) -> ErrorCode:
+        """INVALID_REQUEST for an empty id; NOT_COORDINATOR / COORDINATOR_NOT_AVAILABLE as `coordinator_error`."""
         if not txn_id:
             return E.invalid_request
         self.ensure_ready()
-        if (error := self.coordinator_error(txn_id)) != E.none:
+        return self.coordinator_error(txn_id)
+
+    def _check_producer(self, txn_id: str, producer_id: int, producer_epoch: int) -> TxnMetadata | ErrorCode:
+        """The id's state for a request of its current producer; else Kafka's error for the request."""
+        if (error := self._request_error(txn_id)) != E.none:
             return error
         m = self.txns.get(txn_id)
         if m is None or m.producer_id != producer_id:
@@ -495,10 +499,7 @@ class TransactionCoordinator:
     # --- tools ---------------------------------------------------------------------------------
 
     def describe(self, txn_id: str) -> TxnMetadata | ErrorCode:
-        if not txn_id:
-            return E.invalid_request
-        self.ensure_ready()
-        if (error := self.coordinator_error(txn_id)) != E.none:
+        if (error := self._request_error(txn_id)) != E.none:
             return error
         m = self.txns.get(txn_id)
         return E.transactional_id_not_found if m is None else m
