@@ -14,10 +14,11 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from confluent_kafka import Consumer, TopicPartition
+from confluent_kafka import TopicPartition
 from confluent_kafka.admin import AdminClient, NewTopic
 
 from tests.e2e.conftest import produce_records
+from tests.support.clients import read_to_end
 
 
 def create(bootstrap: str, topic: str, partitions: int) -> None:
@@ -25,28 +26,7 @@ def create(bootstrap: str, topic: str, partitions: int) -> None:
     admin.create_topics([NewTopic(topic, partitions, 1)])[topic].result(30)
 
 
-def read_topic(bootstrap: str, topic: str, partitions: int, isolation: str) -> list[bytes]:
-    """Every value of `topic` a consumer with `isolation` sees, read to the end of each partition."""
-    c = Consumer({"bootstrap.servers": bootstrap, "group.id": f"check-{time.monotonic_ns()}",
-                  "isolation.level": isolation, "enable.partition.eof": True, "enable.auto.commit": False})
-    try:
-        c.assign([TopicPartition(topic, p, 0) for p in range(partitions)])
-        out: list[bytes] = []
-        at_end: set[int] = set()
-        deadline = time.monotonic() + 30
-        while len(at_end) < partitions and time.monotonic() < deadline:
-            m = c.poll(0.2)
-            if m is None:
-                continue
-            if m.error():
-                at_end.add(m.partition())
-                continue
-            at_end.discard(m.partition())
-            out.append(m.value())
-        assert len(at_end) == partitions, f"{topic} was not read to its end"
-        return sorted(out)
-    finally:
-        c.close()
+read_topic = read_to_end          # the e2e cases read the output topic to its end
 
 
 def run_stream(spark: Any, bootstrap: str, src: str, dst: str, checkpoint: Path, guarantee: str) -> Any:

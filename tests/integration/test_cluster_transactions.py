@@ -12,13 +12,13 @@ import time
 from typing import Any, Iterator
 
 import pytest
-from confluent_kafka import Consumer, Producer, TopicPartition
+from confluent_kafka import Producer
 from kio.schema.describe_transactions.v0.request import DescribeTransactionsRequest
 from kio.schema.find_coordinator.v4.request import FindCoordinatorRequest
 
 from pylog.launch.local_cluster import LocalCluster
 from pylog.launch.local_zookeeper import LocalZooKeeper
-from tests.support.clients import unique_name
+from tests.support.clients import read_to_end, unique_name
 from tests.support.cluster import create_replicated, partition_meta, wait_full_isr
 from tests.support.waiting import wait_for
 from tests.support.wire import WireClient
@@ -79,29 +79,6 @@ def describe(c: LocalCluster, txn_id: str) -> Any:
         return w.request(DescribeTransactionsRequest(transactional_ids=(txn_id,))).transaction_states[0]
 
 
-def read(bootstrap: str, topic: str, partitions: int, isolation: str) -> list[bytes]:
-    c = Consumer({"bootstrap.servers": bootstrap, "group.id": unique_name("r"), "isolation.level": isolation,
-                  "enable.partition.eof": True, "enable.auto.commit": False})
-    try:
-        c.assign([TopicPartition(topic, p, 0) for p in range(partitions)])
-        out: list[bytes] = []
-        done: set[int] = set()
-        deadline = time.monotonic() + 30
-        while len(done) < partitions and time.monotonic() < deadline:
-            m = c.poll(0.2)
-            if m is None:
-                continue
-            if m.error():
-                done.add(m.partition())
-                continue
-            done.discard(m.partition())
-            out.append(m.value())
-        assert len(done) == partitions, f"{topic} was not read to its end"
-        return sorted(out)
-    finally:
-        c.close()
-
-
 def producer(bootstrap: str, txn_id: str) -> Producer:
     p = Producer({"bootstrap.servers": bootstrap, "transactional.id": txn_id, "linger.ms": 5})
     p.init_transactions(60)
@@ -122,8 +99,8 @@ def test_a_transaction_spans_partitions_led_by_every_broker(cluster):
         p.produce(topic, value=b"a%d" % i, partition=i % 6)
     p.flush(60)
     p.abort_transaction(60)
-    assert read(bs, topic, 6, "read_committed") == sorted(b"c%d" % i for i in range(60))
-    assert len(read(bs, topic, 6, "read_uncommitted")) == 120
+    assert read_to_end(bs, topic, 6, "read_committed") == sorted(b"c%d" % i for i in range(60))
+    assert len(read_to_end(bs, topic, 6, "read_uncommitted")) == 120
 
 
 def test_a_coordinator_killed_after_the_prepare_leaves_the_commit_to_its_successor(cluster):
@@ -145,7 +122,7 @@ def test_a_coordinator_killed_after_the_prepare_leaves_the_commit_to_its_success
     assert coordinator(cluster, KILLED_TXN) != before
     wait_for(lambda: describe(cluster, KILLED_TXN).transaction_state == "CompleteCommit" or None, 60,
              "the new coordinator to complete the commit")
-    assert read(bs, topic, 3, "read_committed") == sorted(b"v%d" % i for i in range(30))
+    assert read_to_end(bs, topic, 3, "read_committed") == sorted(b"v%d" % i for i in range(30))
     cluster.restart(before)
     wait_full_isr(bs, topic, 3)
 

@@ -74,3 +74,28 @@ def consume(bootstrap: str, topic: str, partitions: Iterable[int], count: int, t
 def unique_name(prefix: str) -> str:
     """A topic or group name no other test uses: `prefix-<8 hex digits>`."""
     return f"{prefix}-{uuid.uuid4().hex[:8]}"
+
+
+def read_to_end(bootstrap: str, topic: str, partitions: int, isolation: str, timeout: float = 30.0) -> list[bytes]:
+    """Every value of `topic` a consumer with `isolation` (read_committed / read_uncommitted) sees, read to the
+    end of each of its `partitions`, sorted."""
+    c = Consumer({"bootstrap.servers": bootstrap, "group.id": unique_name("read-to-end"), "isolation.level": isolation,
+                  "enable.partition.eof": True, "enable.auto.commit": False})
+    try:
+        c.assign([TopicPartition(topic, p, 0) for p in range(partitions)])
+        out: list[bytes] = []
+        at_end: set[int] = set()
+        deadline = time.monotonic() + timeout
+        while len(at_end) < partitions and time.monotonic() < deadline:
+            m = c.poll(0.2)
+            if m is None:
+                continue
+            if m.error():
+                at_end.add(m.partition())
+                continue
+            at_end.discard(m.partition())
+            out.append(m.value())
+        assert len(at_end) == partitions, f"{topic} was not read to its end"
+        return sorted(out)
+    finally:
+        c.close()
