@@ -222,6 +222,59 @@ CONFIG = (ConfigDef()
             'How often expired transactional ids are removed.', at_least=1)
     .define('transaction.partition.verification.enable', 'boolean', _bool, True,
             'Refuse a transactional produce to a partition not added to its transaction (KIP-890).')
+    # --- listeners and security (issue 28): Kafka's names; a listener's own value is listener.name.<name>.<setting>
+    .define('listeners', 'list', _str, None,
+            'Listeners as NAME://host:port, comma-separated (PLAINTEXT://127.0.0.1:9092,SASL_SSL://0.0.0.0:9093); unset: one PLAINTEXT listener on host.name and port.')
+    .define('advertised.listeners', 'list', _str, None,
+            'The addresses clients are given in Metadata, per listener name; default: listeners.')
+    .define('listener.security.protocol.map', 'list', _str, 'PLAINTEXT:PLAINTEXT,SSL:SSL,SASL_PLAINTEXT:SASL_PLAINTEXT,SASL_SSL:SASL_SSL',
+            'The security protocol of each listener name.')
+    .define('inter.broker.listener.name', 'string', _str, None,
+            'The listener brokers use to talk to each other (cluster mode); default: the one whose protocol is security.inter.broker.protocol.')
+    .define('security.inter.broker.protocol', 'string', _str, 'PLAINTEXT',
+            'The security protocol between brokers, when inter.broker.listener.name is unset.')
+    .define('allow.unauthenticated.remote.listeners', 'boolean', _bool, False,
+            "pylog's: start even though a PLAINTEXT or SSL-without-client-certificates listener is bound beyond loopback, where anyone who reaches it may do anything.")
+    .define('sasl.enabled.mechanisms', 'list', _str, 'SCRAM-SHA-256,SCRAM-SHA-512',
+            'SASL mechanisms of the SASL listeners: PLAIN, SCRAM-SHA-256, SCRAM-SHA-512 (Kafka defaults to GSSAPI, which pylog lacks).')
+    .define('sasl.jaas.config', 'password', _str, None,
+            "JAAS login module of a listener's mechanism, usually given as listener.name.<listener>.<mechanism>.sasl.jaas.config; PLAIN's users are its user_<name>=\"<password>\" options.")
+    .define('sasl.mechanism.inter.broker.protocol', 'string', _str, 'PLAIN',
+            'SASL mechanism between brokers over a SASL inter-broker listener (Kafka defaults to GSSAPI).')
+    .define('connections.max.reauth.ms', 'int', _int, 0,
+            'Session lifetime of a SASL login (KIP-368): a client must log in again within it (0: no limit).', at_least=0)
+    .define('connection.failed.authentication.delay.ms', 'int', _int, 100,
+            'A failed login is answered after this delay, then the connection is closed.', at_least=0)
+    .define('ssl.keystore.type', 'string', _str, None,
+            'PEM or PKCS12 (default: PKCS12 for a .p12/.pfx file, else PEM); convert a JKS store with keytool.')
+    .define('ssl.keystore.location', 'string', _str, None,
+            "The broker's private key and certificate chain: a PEM file with both, or a PKCS12 file.", dynamic=True)
+    .define('ssl.keystore.password', 'password', _str, None,
+            'Password of a PKCS12 keystore.', dynamic=True)
+    .define('ssl.key.password', 'password', _str, None,
+            'Password of an encrypted PEM private key.', dynamic=True)
+    .define('ssl.keystore.key', 'password', _str, None,
+            'The private key as PEM text (with ssl.keystore.certificate.chain), instead of a file.', dynamic=True)
+    .define('ssl.keystore.certificate.chain', 'string', _str, None,
+            'The certificate chain as PEM text, with ssl.keystore.key.', dynamic=True)
+    .define('ssl.truststore.type', 'string', _str, None,
+            'PEM or PKCS12, as ssl.keystore.type.')
+    .define('ssl.truststore.location', 'string', _str, None,
+            'CA certificates that client certificates (ssl.client.auth) must chain to.', dynamic=True)
+    .define('ssl.truststore.password', 'password', _str, None,
+            'Password of a PKCS12 truststore.', dynamic=True)
+    .define('ssl.truststore.certificates', 'string', _str, None,
+            'Trusted CA certificates as PEM text, instead of a file.', dynamic=True)
+    .define('ssl.client.auth', 'string', _str, 'none',
+            'required, requested or none: whether TLS clients must present a certificate (mTLS).')
+    .define('ssl.enabled.protocols', 'list', _str, 'TLSv1.2,TLSv1.3',
+            'TLS versions accepted.')
+    .define('ssl.cipher.suites', 'list', _str, None,
+            "TLSv1.2 cipher suites, OpenSSL's names (default: OpenSSL's).")
+    .define('ssl.endpoint.identification.algorithm', 'string', _str, 'https',
+            "https: a broker checks a peer broker's host name against its certificate; empty: it does not.")
+    .define('ssl.principal.mapping.rules', 'string', _str, 'DEFAULT',
+            "The principal of an mTLS client from its certificate's name: RULE:pattern/replacement/[LU], ..., DEFAULT.")
     .define('auto.leader.rebalance.enable', 'boolean', _bool, True,
             'The controller moves leadership back to preferred replicas.')
     .define('leader.imbalance.check.interval.seconds', 'int', _int, 300,
@@ -279,6 +332,21 @@ _DERIVED_TOPIC_FIELDS = frozenset({
     "index_interval_bytes", "max_message_bytes", "message_timestamp_type", "min_cleanable_dirty_ratio",
     "min_insync_replicas", "retention_bytes", "retention_ms", "segment_bytes", "segment_index_bytes",
     "segment_jitter_ms", "segment_ms"})
+
+
+LISTENER_PREFIX = "listener.name."
+SASL_MECHANISMS = ("PLAIN", "SCRAM-SHA-256", "SCRAM-SHA-512")
+# the settings a listener may give its own value of (listener.name.<listener>.<setting>)
+LISTENER_SETTINGS: tuple[str, ...] = tuple(k.name for k in CONFIG if k.name.startswith(("ssl.", "sasl."))
+                                           and k.name not in ("sasl.mechanism.inter.broker.protocol",)) \
+    + ("connections.max.reauth.ms",)
+
+
+def _listener_base(key: str) -> str:
+    """The setting behind listener.name.<listener>.[<mechanism>.]<setting>."""
+    setting = key[len(LISTENER_PREFIX):].partition(".")[2]
+    head, _, rest = setting.partition(".")
+    return rest if head.upper() in SASL_MECHANISMS else setting
 
 
 def render_setting(value: Any) -> str | None:
@@ -391,6 +459,7 @@ class BrokerConfig:
         self._explicit: set[str] = set()
         # dynamic settings (KIP-226), by scope; a broker's own win over the cluster-wide default
         self._dynamic: dict[str, dict[str, Any]] = {scope: {} for scope in DYNAMIC_SCOPES}
+        self._listener_values: dict[str, Any] = {}    # listener.name.<listener>.<setting>, as given
         for key, raw in (values or {}).items():
             self.set(key, raw)
         self.validate()
@@ -409,6 +478,10 @@ class BrokerConfig:
     def set(self, key: str, raw: Any) -> None:
         if key == "log.dir":
             key = "log.dirs"
+        if key.startswith(LISTENER_PREFIX):
+            self._listener_values[key] = self._parse_listener_setting(key, raw)
+            self._explicit.add(key)
+            return
         if key not in BROKER_SETTINGS:
             raise InvalidConfigError(f"Unknown broker setting '{key}' (see conf/broker.properties for the supported ones)")
         _, parser, _ = BROKER_SETTINGS[key]
@@ -422,7 +495,41 @@ class BrokerConfig:
         for scope in DYNAMIC_SCOPES:
             if key in self._dynamic[scope]:
                 return self._dynamic[scope][key]
+        if key.startswith(LISTENER_PREFIX):
+            return self._listener_values.get(key)
         return self._values[key]
+
+    @staticmethod
+    def _parse_listener_setting(key: str, raw: Any) -> Any:
+        """A `listener.name.<listener>.<setting>` value, parsed as its setting (or `<mechanism>.sasl.jaas.config`)."""
+        listener, _, setting = key[len(LISTENER_PREFIX):].partition(".")
+        base = _listener_base(key)
+        if not listener or base not in LISTENER_SETTINGS:
+            raise InvalidConfigError(f"Unknown broker setting '{key}': a listener may set "
+                                     f"listener.name.<listener>.<setting> for the ssl.*, sasl.* and "
+                                     f"connections.max.reauth.ms settings, and <mechanism>.sasl.jaas.config")
+        if listener != listener.lower():
+            raise InvalidConfigError(f"Broker setting '{key}': listener names are written in lower case after "
+                                     f"listener.name. (listener.name.{listener.lower()}.{setting})")
+        try:
+            return BROKER_SETTINGS[base][1](raw) if raw is not None else None
+        except (TypeError, ValueError) as e:
+            raise InvalidConfigError(f"Invalid value for broker setting {key}: {e}") from None
+
+    def for_listener(self, listener: str, key: str, mechanism: str | None = None) -> Any:
+        """`key` as listener `listener` sees it: its own value (listener.name.<listener>.[<mechanism>.]key,
+        dynamic first) or the broker's."""
+        prefix = f"{LISTENER_PREFIX}{listener.lower()}."
+        names = ([f"{prefix}{mechanism.lower()}.{key}"] if mechanism else []) + [f"{prefix}{key}"]
+        for name in names:
+            value = self[name]
+            if value is not None:
+                return value
+        return self[key]
+
+    def listener_settings(self, listener: str) -> dict[str, Any]:
+        """Every ssl.* and sasl.* setting as `listener` sees it (tls.server_context's input)."""
+        return {key: self.for_listener(listener, key) for key in LISTENER_SETTINGS}
 
     def is_explicit(self, key: str) -> bool:
         return key in self._explicit
@@ -435,11 +542,18 @@ class BrokerConfig:
 
     def set_dynamic(self, scope: str, settings: Mapping[str, str], *, check_only: bool = False) -> None:
         """Replace `scope`'s dynamic settings; InvalidRequestError names any that cannot change at run time."""
-        fixed = sorted(k for k in settings if k in BROKER_SETTINGS and k not in DYNAMIC_BROKER_KEYS)
+        fixed = sorted(k for k in settings if (k in BROKER_SETTINGS and k not in DYNAMIC_BROKER_KEYS)
+                       or (k.startswith(LISTENER_PREFIX) and _listener_base(k) not in DYNAMIC_BROKER_KEYS))
         if fixed:
             raise InvalidRequestError(f"Cannot update these configs dynamically: {', '.join(fixed)}")
         parsed: dict[str, Any] = {}
         for key, raw in settings.items():
+            if key.startswith(LISTENER_PREFIX):
+                try:
+                    parsed[key] = self._parse_listener_setting(key, raw)
+                except InvalidConfigError as e:
+                    raise InvalidRequestError(str(e)) from None
+                continue
             if key not in BROKER_SETTINGS:
                 continue                      # Kafka accepts (and ignores) names it does not know
             parser = BROKER_SETTINGS[key][1]

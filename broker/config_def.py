@@ -33,6 +33,11 @@ class ConfigKey:
     dynamic: bool = False
 
     @property
+    def sensitive(self) -> bool:
+        """A password: DescribeConfigs reports it as null, as Kafka does."""
+        return self.type_name == "password"
+
+    @property
     def scope(self) -> str:
         """Kafka's words for when a setting may change: read-only, or per-broker and cluster-wide."""
         return "dynamic (per broker and cluster-wide)" if self.dynamic or self.topic is not None else "static"

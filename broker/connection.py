@@ -14,6 +14,13 @@ In cluster mode a broker that has not yet heard from the controller (its first U
 holds client requests, in order, for up to `CLUSTER_READY_WAIT_S`: before that it knows neither the
 live brokers nor its roles. ApiVersions and the controller's own requests are never held.
 
+Security (issue 28): the listener's `Endpoint` gives the connection its TLS (file regions are then
+read and written through TLS, never sendfile'd), its principal (an mTLS client's certificate) and,
+on a SASL listener, an `Authenticator`: until its login completes only ApiVersions, SaslHandshake
+and SaslAuthenticate are served; any other request closes the connection, as does a request after
+the session's lifetime (KIP-368) or a failed login once answered. The `Session` (listener, principal,
+client address) is visible to handlers through `broker.context.SESSION`.
+
 A frame over `socket.request.max.bytes`, a malformed request, an unsupported API key or a
 failing handler closes this connection only, with one warning per condition per minute (a flood
 of bad requests cannot flood the log). Never touches storage except through handlers and the file
@@ -34,7 +41,9 @@ from kafka_protocol.api_keys import ApiKey
 from broker.apis.api_versions import unsupported_version_response
 from broker.apis.registry import CONTROLLER_API_TABLE, advertised, supported
 from broker.config import BrokerConfig
-from broker.context import CLIENT_HOST, BrokerContext
+from broker.context import CLIENT_HOST, SESSION, BrokerContext, Session
+from broker.security.authenticator import SASL_APIS
+from broker.security.endpoint import Endpoint
 from broker.log.fetch_slice import FetchSlice
 from kafka_protocol.framing import FrameError, FrameReceiver, RequestMemoryPool
 from kafka_protocol.quiet_logging import quiet
@@ -62,8 +71,14 @@ SMALL_REGION_BYTES = 64 * 1024      # fetch data below this is copied with pread
 class Connection(asyncio.BufferedProtocol):
     """The protocol instance of one accepted socket."""
 
-    def __init__(self, server: Acceptor) -> None:
+    def __init__(self, server: Acceptor, endpoint: Endpoint | None = None) -> None:
         self.server = server
+        self.endpoint = endpoint
+        listener = endpoint.listener if endpoint is not None else None
+        self.session = Session(listener=listener.name, security_protocol=listener.protocol,
+                               advertised_host=listener.advertised_host, advertised_port=listener.advertised_port) \
+            if listener is not None else Session()
+        self._tls = listener is not None and listener.tls
         self.max_bytes: int = server.config["socket.request.max.bytes"]
         self.transport: asyncio.Transport | None = None
         self.peer: Any = None
@@ -90,7 +105,10 @@ class Connection(asyncio.BufferedProtocol):
         self.transport = transport     # type: ignore[assignment]  # uvloop's is not an asyncio.Transport
         self.peer = transport.get_extra_info("peername")
         self.host = f"/{self.peer[0]}" if self.peer else ""
+        self.session.client_host = self.host
         refusal = self.server.admit(self)
+        if refusal is None:
+            refusal = self._authenticate_transport(transport)
         if refusal is not None:
             log.warning("refusing connection from %s: %s", self.peer, refusal)
             self._closing = True
@@ -98,9 +116,28 @@ class Connection(asyncio.BufferedProtocol):
             return
         sock = transport.get_extra_info("socket")
         if sock is not None:
-            self._sock_fd = sock.fileno()
+            if not self._tls:         # TLS: bytes must pass through the TLS layer, never sendfile
+                self._sock_fd = sock.fileno()
             self._tune_socket(sock)
         self.server.connections.add(self)
+
+    def _authenticate_transport(self, transport: asyncio.BaseTransport) -> str | None:
+        """The principal of the listener's transport (an SSL client's certificate) and its SASL login, if
+        any; why the connection may not stay, or None."""
+        endpoint = self.endpoint
+        if endpoint is None:
+            return None
+        if self._tls and endpoint.listener.protocol == "SSL":
+            ssl_object = transport.get_extra_info("ssl_object")
+            der = ssl_object.getpeercert(binary_form=True) if ssl_object is not None else None
+            principal = endpoint.certificate_principal(der)
+            if principal is None:
+                return "no ssl.principal.mapping.rules rule matches its certificate's name"
+            self.session.principal = principal
+        server_ctx = self.server.ctx
+        clock = server_ctx.clock if server_ctx is not None else time.time
+        self.session.authenticator = endpoint.authenticator(lambda: clock() * 1000.0)
+        return None
 
     def _tune_socket(self, sock: socket.socket) -> None:
         config = self.server.config
@@ -172,7 +209,7 @@ class Connection(asyncio.BufferedProtocol):
     def eof_received(self) -> bool | None:
         """The client shut down its sending side: answer what it already sent, then close."""
         self._eof = True
-        if self._busy():
+        if self._busy() and not self._tls:      # asyncio's TLS transport closes on EOF whatever this returns
             return True      # keep the transport open until the pending responses are written
         return None          # close now (the transport still writes what it has buffered)
 
@@ -209,6 +246,10 @@ class Connection(asyncio.BufferedProtocol):
     def _process(self, frame: memoryview | bytes) -> None:
         ctx = self.server.ctx
         assert ctx is not None
+        auth = self.session.authenticator
+        if auth is not None and auth.raw_tokens and auth.state == "authenticate":
+            self._raw_token(bytes(frame))
+            return
         try:
             api_key, version, correlation_id = peek_header(frame)
         except MalformedRequestError as e:
@@ -223,6 +264,12 @@ class Connection(asyncio.BufferedProtocol):
                                                  unsupported_version_response(advertised(node is not None))))
                 return
             log.warning("closing connection %s: unsupported API key %d version %d", self.peer, api_key, version)
+            self.close()
+            return
+        if auth is not None and api_key not in SASL_APIS and not auth.may_serve(api_key):
+            why = ("its SASL session expired (connections.max.reauth.ms)" if auth.principal is not None
+                   else f"{api.name} before a SASL login")
+            log.warning("closing connection %s on listener %s: %s", self.peer, self.session.listener, why)
             self.close()
             return
         if (node is not None and not self._waited_for_cluster and not node.ready.is_set()
@@ -240,6 +287,7 @@ class Connection(asyncio.BufferedProtocol):
             self.close()
             return
         token = CLIENT_HOST.set(self.host)
+        session_token = SESSION.set(self.session)
         try:
             result = api.handler(ctx, request)
             if result is not None and type(result) is not bytes and hasattr(result, "__await__"):
@@ -253,6 +301,7 @@ class Connection(asyncio.BufferedProtocol):
             return
         finally:
             CLIENT_HOST.reset(token)
+            SESSION.reset(session_token)
         self._respond(api_key, correlation_id, result)
 
     async def _finish(self, pending: Awaitable[Any], name: str, api_key: int, version: int, correlation_id: int) -> None:
@@ -304,6 +353,27 @@ class Connection(asyncio.BufferedProtocol):
             self._emit_chunks(result)
         else:
             self._out.append(encode_response(api_key, correlation_id, result))
+        if self.session.close_after_response:
+            log.warning("closing connection %s on listener %s: failed SASL login", self.peer, self.session.listener)
+            self.close()
+
+    def _raw_token(self, token: bytes) -> None:
+        """A SASL token framed bare (after SaslHandshake v0): answer the mechanism's token the same way."""
+        auth = self.session.authenticator
+        assert auth is not None
+        result = auth.authenticate(token)
+        if result.failed:        # v0 has no error response: the client sees the connection close
+            log.warning("closing connection %s on listener %s: %s", self.peer, self.session.listener, result.message)
+            self._task = asyncio.get_running_loop().create_task(self._close_after(auth.settings.failed_delay_ms))
+            return
+        if auth.principal is not None and auth.state == "complete":
+            self.session.principal = auth.principal
+        self._out.append(len(result.token).to_bytes(4, "big") + result.token)
+
+    async def _close_after(self, delay_ms: int) -> None:
+        await asyncio.sleep(delay_ms / 1000.0)
+        self._task = None
+        self.close()
 
     # --- output --------------------------------------------------------------------------------
 
@@ -327,7 +397,7 @@ class Connection(asyncio.BufferedProtocol):
                 self._out.append(chunk)
             elif self._send_task is not None:
                 self._to_backlog(chunk)
-            elif chunk.length <= SMALL_REGION_BYTES:
+            elif chunk.length <= SMALL_REGION_BYTES or self._tls:   # TLS encrypts in user space: read, then write
                 self._out.append(_read_region(chunk))
             else:
                 self._flush()

@@ -13,13 +13,34 @@ from broker.cluster.producer_ids import ProducerIdManager
 from broker.config import BrokerConfig
 from broker.fetch_sessions import FetchSessionCache
 from broker.replica_manager import ReplicaManager
+from kafka_protocol.security.principal import ANONYMOUS_USER, KafkaPrincipal
 
 if TYPE_CHECKING:
     from broker.groups.service import GroupService
+    from broker.security.authenticator import Authenticator
+    from broker.security.credentials import CredentialStore
     from broker.transactions.coordinator import TransactionCoordinator
 
 # The connection's client address ("/127.0.0.1"), set by the server per connection task (JoinGroup's client host).
 CLIENT_HOST: ContextVar[str] = ContextVar("client_host", default="")
+
+
+@dataclass
+class Session:
+    """Who sent the request and on which listener (Kafka's RequestContext): set per connection."""
+
+    listener: str = "PLAINTEXT"
+    security_protocol: str = "PLAINTEXT"
+    principal: KafkaPrincipal = ANONYMOUS_USER
+    client_host: str = ""
+    advertised_host: str = ""
+    advertised_port: int = 0
+    authenticator: "Authenticator | None" = None
+    close_after_response: bool = False      # a failed login: answer, then close the connection
+
+
+# The session of the connection whose request is running (set by the connection around each handler).
+SESSION: ContextVar[Session | None] = ContextVar("session", default=None)
 
 
 @dataclass
@@ -35,6 +56,14 @@ class BrokerContext:
     groups: "GroupService | None" = None
     transactions: "TransactionCoordinator | None" = None
     fetch_sessions: FetchSessionCache = field(default_factory=FetchSessionCache)
+    credentials: "CredentialStore | None" = None
 
     def now_ms(self) -> int:
         return int(self.clock() * 1000)
+
+    def address(self) -> tuple[str, int]:
+        """This broker's address as the client should use it: the advertised one of its listener."""
+        session = SESSION.get()
+        if session is not None and session.advertised_port:
+            return session.advertised_host, session.advertised_port
+        return self.host, self.port

@@ -1,6 +1,7 @@
 """The asyncio listener and the broker's lifecycle: start, housekeeping timer, clean shutdown.
 
-Owns the listening socket, the set of live connections (each a `broker.connection.Connection`,
+Owns the listening sockets (one per listener, broker.security: TLS and SASL as each listener says),
+the set of live connections (each a `broker.connection.Connection`,
 which owns framing, dispatch and responses), the connection limits (max.connections,
 max.connections.per.ip), the broker-wide request memory pool (queued.max.request.bytes), closing
 idle and too-slow connections, and the storage
@@ -29,6 +30,10 @@ from broker.cluster.topic_registry import TopicRegistry
 from broker.config import BrokerConfig
 from broker.connection import Connection
 from broker.context import BrokerContext
+from broker.security.credentials import CredentialStore
+from broker.security.endpoint import Endpoint, build_endpoints
+from broker.security.listeners import Listener, configured_listeners, exposure_problem
+from kafka_protocol.errors import InvalidConfigError
 from broker.fetch_sessions import FetchSessionCache
 from broker.groups.offset_store import OFFSETS_TOPIC
 from broker.groups.service import GroupService
@@ -69,7 +74,9 @@ class BrokerServer:
     def __init__(self, config: BrokerConfig) -> None:
         self.config = config
         self.data_dir = config.data_dir
-        self._server: asyncio.base_events.Server | None = None
+        self._servers: list[asyncio.base_events.Server] = []
+        self.endpoints: list[Endpoint] = []
+        self.listeners: list[Listener] = []      # as bound (a port 0 resolved)
         self.connections: set[Connection] = set()
         self.request_memory = RequestMemoryPool(config["queued.max.request.bytes"])
         self._housekeeping: asyncio.Task[None] | None = None
@@ -105,7 +112,13 @@ class BrokerServer:
         self._raise_open_file_limit()
         self._lock_data_dir()
         cfg = self.config
+        listeners = configured_listeners(cfg)
+        problem = exposure_problem(cfg, listeners)
+        if problem is not None:
+            raise InvalidConfigError(problem)
         dynamic_configs.load(cfg, self.data_dir)
+        credentials = CredentialStore(self.data_dir)
+        self.endpoints = build_endpoints(cfg, listeners, credentials)
         registry = TopicRegistry(self.data_dir, cfg.topic_defaults())
         logs = LogManager(self.data_dir, producer_id_expiration_ms=cfg["producer.id.expiration.ms"])
         replicas = ReplicaManager(cfg, registry, logs)
@@ -118,10 +131,15 @@ class BrokerServer:
         loop = asyncio.get_running_loop()
         # bound now (the port goes into the cluster registration), accepting once the services exist; a broker
         # joining a cluster then answers clients only once the controller has told it the cluster's state
-        self._server = await loop.create_server(
-            lambda: Connection(self), host=cfg["host.name"], port=cfg["port"], backlog=1024, start_serving=False
-        )
-        self.port = self._server.sockets[0].getsockname()[1]
+        for endpoint in self.endpoints:
+            listener = endpoint.listener
+            server = await loop.create_server(
+                lambda endpoint=endpoint: Connection(self, endpoint), host=listener.host or None, port=listener.port,
+                ssl=endpoint.ssl_context, backlog=1024, start_serving=False)
+            self._servers.append(server)
+            endpoint.listener = listener.with_port(server.sockets[0].getsockname()[1])
+        self.listeners = [e.listener for e in self.endpoints]
+        self.port = self.listeners[0].port
         cluster_id = load_cluster_id(self.data_dir, cfg["broker.id"])
         producer_ids = ProducerIdManager(self.data_dir)
         transactions = TransactionCoordinator(cfg, replicas, None)
@@ -138,21 +156,27 @@ class BrokerServer:
             producer_ids=producer_ids,
             cluster_id=cluster_id,
             node_id=cfg["broker.id"],
-            host=cfg.advertised_host,
-            port=cfg["advertised.port"] or self.port,
+            host=self.listeners[0].advertised_host,
+            port=self.listeners[0].advertised_port,
             groups=groups,
             transactions=transactions,
             fetch_sessions=FetchSessionCache(cfg["max.incremental.fetch.session.cache.slots"],
                                              cfg["min.incremental.fetch.session.eviction.ms"]),
+            credentials=credentials,
         )
-        await self._server.start_serving()
+        for server in self._servers:
+            await server.start_serving()
         if self.cluster is not None:
             await self._await_controller(self.cluster)
         self._housekeeping = asyncio.create_task(self._housekeeping_loop())
         log.info(
             "pylog broker %d listening on %s:%d, data in %s, %d partitions, started in %.2fs",
-            cfg["broker.id"], cfg["host.name"], self.port, self.data_dir, len(logs.all_logs()), time.monotonic() - started,
+            cfg["broker.id"], self.listeners[0].host or "0.0.0.0", self.port, self.data_dir, len(logs.all_logs()),
+            time.monotonic() - started,
         )
+        for lst in self.listeners[1:] if len(self.listeners) > 1 else ():
+            log.info("listener %s (%s) on %s:%d, advertised as %s:%d", lst.name, lst.protocol, lst.host or "0.0.0.0",
+                     lst.port, lst.advertised_host, lst.advertised_port)
 
     async def _join_cluster(self, replicas: ReplicaManager, groups: GroupService,
                             transactions: TransactionCoordinator) -> ClusterNode:
@@ -173,8 +197,8 @@ class BrokerServer:
                 pending = True
                 loop.call_soon_threadsafe(apply_view)
 
-        node = ClusterNode(cfg["zookeeper.connect"], cfg["broker.id"], cfg.advertised_host,
-                           cfg["advertised.port"] or self.port, on_view=on_view, **node_settings(cfg))
+        node = ClusterNode(cfg["zookeeper.connect"], cfg["broker.id"], self.listeners[0].advertised_host,
+                           self.listeners[0].advertised_port, on_view=on_view, **node_settings(cfg))
         replication = Replication(cfg["broker.id"], cfg, replicas, node.write_isr, replicas.wake)
         replication.on_leadership(OFFSETS_TOPIC, groups.on_offsets_partition)
         replication.on_leadership(TRANSACTION_STATE_TOPIC, transactions.on_state_partition)
@@ -213,8 +237,8 @@ class BrokerServer:
                         timeout_s)
 
     async def stop(self) -> None:
-        if self._server is not None:
-            self._server.close()
+        for server in self._servers:
+            server.close()
         if self._housekeeping is not None:
             self._housekeeping.cancel()
         tasks = [t for c in list(self.connections) for t in c.tasks()]

@@ -14,6 +14,7 @@ from kafka_protocol.api_keys import ApiKey
 from broker import dynamic_configs
 from broker.apis.common import error_result, field
 from broker.config import (
+    CONFIG,
     BROKER_SETTINGS,
     DYNAMIC_BROKER_KEYS,
     SOURCE_DEFAULT,
@@ -84,7 +85,10 @@ def _broker_configs(ctx: BrokerContext, name: str, keys: Any, synonyms: bool, do
         if scope == "default":
             levels = [lv for lv in levels if lv[2] == 3]     # DYNAMIC_DEFAULT_BROKER_CONFIG only
         value, source = (render_setting(levels[0][1]), levels[0][2]) if levels else (None, SOURCE_DEFAULT)
-        out.append({"name": key, "value": value, "read_only": key not in DYNAMIC_BROKER_KEYS, "is_sensitive": False,
+        sensitive = CONFIG[key].sensitive
+        if sensitive:          # a password is never sent back, as Kafka reports it: null, is_sensitive
+            value, levels = None, [(n, None, s) for n, _, s in levels]
+        out.append({"name": key, "value": value, "read_only": key not in DYNAMIC_BROKER_KEYS, "is_sensitive": sensitive,
                     "config_source": source, "is_default": source == SOURCE_DEFAULT,
                     "config_type": _config_type(BROKER_SETTINGS[key][0], key),
                     "documentation": BROKER_SETTINGS[key][2] if docs else None,

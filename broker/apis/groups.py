@@ -30,7 +30,7 @@ def handle_find_coordinator(ctx: BrokerContext, req: Request) -> Any:
     key_type = field(body, "key_type", KEY_TYPE_GROUP)
 
     def lookup(key: str) -> dict[str, Any]:
-        entry: dict[str, Any] = {"key": key, "node_id": ctx.node_id, "host": ctx.host, "port": ctx.port,
+        entry: dict[str, Any] = {"key": key, "node_id": ctx.node_id, "host": ctx.address()[0], "port": ctx.address()[1],
                                  "error_code": ErrorCode.none, "error_message": None}
         if key_type not in (KEY_TYPE_GROUP, KEY_TYPE_TRANSACTION) or ctx.transactions is None \
                 and key_type == KEY_TYPE_TRANSACTION:

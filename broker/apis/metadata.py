@@ -146,7 +146,7 @@ def handle(ctx: BrokerContext, req: Request) -> Any:
         response_schema(ApiKey.METADATA, req.api_version),
         {
             "throttle_time": 0,
-            "brokers": [{"node_id": ctx.node_id, "host": ctx.host, "port": ctx.port, "rack": None}],
+            "brokers": [{"node_id": ctx.node_id, "host": ctx.address()[0], "port": ctx.address()[1], "rack": None}],
             "cluster_id": ctx.cluster_id,
             "controller_id": ctx.node_id,
             "topics": topics,

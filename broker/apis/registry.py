@@ -10,7 +10,7 @@ from typing import Any, Callable
 
 from kafka_protocol.api_keys import ApiKey
 from broker.apis import admin_configs, admin_topics, api_versions, fetch, list_offsets, metadata, produce
-from broker.apis import controller_requests, groups, leader_epochs, log_dirs, offsets, transactions
+from broker.apis import controller_requests, groups, leader_epochs, log_dirs, offsets, sasl, scram_users, transactions
 
 
 def _api_versions(ctx: Any, req: Any) -> Any:
@@ -67,6 +67,11 @@ API_TABLE: dict[int, Api] = {
         Api(ApiKey.DESCRIBE_PRODUCERS, 0, 0, transactions.handle_describe_producers),
         Api(ApiKey.DESCRIBE_TRANSACTIONS, 0, 0, transactions.handle_describe_transactions),
         Api(ApiKey.LIST_TRANSACTIONS, 0, 1, transactions.handle_list_transactions),
+        # security (issue 28): logins on SASL listeners, SCRAM users (KIP-554)
+        Api(ApiKey.SASL_HANDSHAKE, 0, 1, sasl.handle_sasl_handshake),
+        Api(ApiKey.SASL_AUTHENTICATE, 0, 2, sasl.handle_sasl_authenticate),
+        Api(ApiKey.DESCRIBE_USER_SCRAM_CREDENTIALS, 0, 0, scram_users.handle_describe_user_scram_credentials),
+        Api(ApiKey.ALTER_USER_SCRAM_CREDENTIALS, 0, 0, scram_users.handle_alter_user_scram_credentials),
     ]
 }
 

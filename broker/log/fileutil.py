@@ -22,11 +22,13 @@ def fsync_dir(directory: Path) -> None:
         os.close(fd)
 
 
-def atomic_write(path: Path, data: bytes, *, durable: bool = True) -> None:
-    """Replace `path` with `data` atomically; with `durable`, fsync the file and its directory."""
+def atomic_write(path: Path, data: bytes, *, durable: bool = True, mode: int = 0o644) -> None:
+    """Replace `path` with `data` atomically; with `durable`, fsync the file and its directory. The file
+    has `mode` from its first byte (0o600 for secrets)."""
     tmp = path.with_name(path.name + TMP_SUFFIX)
-    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644)
+    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, mode)
     try:
+        os.fchmod(fd, mode)     # an earlier leftover temp file keeps its mode otherwise
         view = memoryview(data)
         while view:
             view = view[os.write(fd, view):]

@@ -30,21 +30,6 @@ def build_config(args: argparse.Namespace):  # -> BrokerConfig
     return BrokerConfig.load(args.config, overrides)
 
 
-def warn_if_exposed(host: str) -> None:
-    """The broker has no authentication: say so when it listens beyond loopback."""
-    import ipaddress
-    import logging
-
-    try:
-        loopback = host == "localhost" or ipaddress.ip_address(host).is_loopback
-    except ValueError:
-        loopback = False
-    if not loopback:
-        logging.getLogger("pylog.broker").warning(
-            "listening on %s, beyond loopback: pylog has no authentication or TLS yet, so anyone who can reach "
-            "this port can read, write and delete topics. Use a firewall or a private network.", host)
-
-
 def run(args: argparse.Namespace) -> int:
     # imported here so that client commands do not pay for the server's imports
     from pylog.tools.allocator import keep_freed_memory
@@ -57,12 +42,12 @@ def run(args: argparse.Namespace) -> int:
         config = build_config(args)
     except InvalidConfigError as e:
         raise CliError(str(e)) from None
-    warn_if_exposed(str(config["host.name"]))
     keep_freed_memory()
     try:
         asyncio.run(serve(config))
-    except (DataDirLockedError, ZooKeeperUnavailableError, BrokerIdInUseError) as e:
+    except (DataDirLockedError, ZooKeeperUnavailableError, BrokerIdInUseError, InvalidConfigError) as e:
         raise CliError(str(e)) from None
     except OSError as e:
-        raise CliError(f"cannot listen on {config['host.name']}:{config['port']}: {e.strerror}") from None
+        where = config["listeners"] or f"{config['host.name']}:{config['port']}"
+        raise CliError(f"cannot listen on {where}: {e.strerror}") from None
     return 0

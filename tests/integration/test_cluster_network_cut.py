@@ -29,6 +29,7 @@ from tests.support.waiting import wait_for
 REPO = Path(__file__).resolve().parents[2]
 ISOLATED = 2
 SETTINGS = {
+    "allow.unauthenticated.remote.listeners": True,    # the veth addresses are not loopback; the test's own network
     "default.replication.factor": 3,
     "min.insync.replicas": 2,
     "offsets.topic.replication.factor": 3,
