@@ -38,6 +38,20 @@ class Deletion:
     mechanism: str
 
 
+def _invalid(change: Deletion | Upsertion) -> tuple[ErrorCode, str] | None:
+    """Why one change can never apply (Kafka's messages), or None."""
+    if not change.user:
+        return ErrorCode.unacceptable_credential, "Username must not be empty"
+    if change.mechanism not in MECHANISMS:
+        return ErrorCode.unsupported_sasl_mechanism, "Unknown SCRAM mechanism"
+    if isinstance(change, Upsertion):
+        if change.iterations < MIN_ITERATIONS:
+            return ErrorCode.unacceptable_credential, "Too few iterations"
+        if change.iterations > MAX_ITERATIONS:
+            return ErrorCode.unacceptable_credential, "Too many iterations"
+    return None
+
+
 class CredentialStore:
     """Every SCRAM credential of the (embedded) broker; thread-safe, read by logins on the event loop."""
 
@@ -73,54 +87,38 @@ class CredentialStore:
         return out
 
     def alter(self, deletions: list[Deletion], upsertions: list[Upsertion]) -> dict[str, tuple[ErrorCode, str | None]]:
-        """Apply a request's changes; the result of each user named (Kafka's checks, all before any write)."""
+        """Apply a request's changes with Kafka 3.9's checks (ZkAdminManager.alterUserScramCredentials): a user
+        with an invalid change, a (user, mechanism) changed twice or a missing credential to delete is refused
+        as a whole; every other user's deletions, then upsertions, are applied. One result per user."""
         results: dict[str, tuple[ErrorCode, str | None]] = {}
-        counts: dict[str, int] = {}
-        for user in [d.user for d in deletions] + [u.user for u in upsertions]:
-            counts[user] = counts.get(user, 0) + 1
+        changes: list[Deletion | Upsertion] = [*deletions, *upsertions]
+        for change in changes:
+            problem = _invalid(change)
+            if problem is not None:
+                results.setdefault(change.user, problem)
+        pairs = [(c.user, c.mechanism) for c in changes if c.user not in results]
+        for user, _ in {p for p in pairs if pairs.count(p) > 1}:
+            results[user] = (ErrorCode.duplicate_resource, "A user credential cannot be altered twice in the same request")
         with self._lock:
             users = {u: dict(c) for u, c in self._users.items()}
             for d in deletions:
-                problem = self._problem(d.user, d.mechanism, counts)
-                if problem is None and d.mechanism not in users.get(d.user, {}):
-                    problem = (ErrorCode.resource_not_found, f"Attempt to delete a user credential that does not "
-                               f"exist: {d.user}")
-                if problem is not None:
-                    results[d.user] = problem
-                    continue
-                del users[d.user][d.mechanism]
-                if not users[d.user]:
-                    del users[d.user]
-                results[d.user] = (ErrorCode.none, None)
+                if d.user not in results and d.mechanism not in users.get(d.user, {}):
+                    results[d.user] = (ErrorCode.resource_not_found, "Attempt to delete a user credential that does "
+                                                                     "not exist")
+            for d in deletions:
+                if d.user not in results:
+                    del users[d.user][d.mechanism]
             for u in upsertions:
-                problem = self._problem(u.user, u.mechanism, counts)
-                if problem is None and not MIN_ITERATIONS <= u.iterations <= MAX_ITERATIONS:
-                    problem = (ErrorCode.unacceptable_credential, f"Iterations {u.iterations} is "
-                               f"{'less than the minimum' if u.iterations < MIN_ITERATIONS else 'more than the maximum'}"
-                               f" {MIN_ITERATIONS if u.iterations < MIN_ITERATIONS else MAX_ITERATIONS} for "
-                               f"{u.mechanism}")
-                if problem is None and (not u.salt or not u.salted_password):
-                    problem = (ErrorCode.unacceptable_credential, "Salt and salted password must not be empty")
-                if problem is not None:
-                    results[u.user] = problem
-                    continue
-                credential = ScramCredential.from_salted_password(u.mechanism, u.salted_password, u.salt, u.iterations)
-                users.setdefault(u.user, {})[u.mechanism] = credential.to_kafka_string()
-                results[u.user] = (ErrorCode.none, None)
+                if u.user not in results:
+                    users.setdefault(u.user, {})[u.mechanism] = ScramCredential.from_salted_password(
+                        u.mechanism, u.salted_password, u.salt, u.iterations).to_kafka_string()
+            for change in changes:
+                results.setdefault(change.user, (ErrorCode.none, None))
+            users = {u: c for u, c in users.items() if c}
             if users != self._users:
                 self._save(users)
                 self._users = users
         return results
-
-    @staticmethod
-    def _problem(user: str, mechanism: str, counts: dict[str, int]) -> tuple[ErrorCode, str] | None:
-        if not user:
-            return ErrorCode.unacceptable_credential, "Username must not be empty"
-        if counts[user] > 1:
-            return ErrorCode.duplicate_resource, f"Cannot have multiple alterations for the same user: {user}"
-        if mechanism not in MECHANISMS:
-            return ErrorCode.unsupported_sasl_mechanism, "Unknown SCRAM mechanism"
-        return None
 
     def _save(self, users: dict[str, dict[str, str]]) -> None:
         atomic_write(self._path, json.dumps({"version": 1, "users": users}, indent=1, sort_keys=True).encode(),

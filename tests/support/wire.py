@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import io
 import socket
+import ssl
 import struct
 from typing import Any
 
@@ -18,8 +19,11 @@ from kafka_protocol.codec import response_schema
 
 
 class WireClient:
-    def __init__(self, host: str, port: int, client_id: str = "pylog-tests", timeout: float = 10.0) -> None:
+    def __init__(self, host: str, port: int, client_id: str = "pylog-tests", timeout: float = 10.0,
+                 ssl_context: "ssl.SSLContext | None" = None) -> None:
         self.sock = socket.create_connection((host, port), timeout=timeout)
+        if ssl_context is not None:
+            self.sock = ssl_context.wrap_socket(self.sock, server_hostname=host)
         self.client_id = client_id
         self._correlation = 0
 

@@ -1,0 +1,279 @@
+"""Real clients over pylog's security: librdkafka, kafka-python and aiokafka over SASL_SSL, SASL_PLAINTEXT and
+mTLS; wrong passwords, untrusted and expired certificates, requests before a login, re-authentication, and a
+flood of failed logins beside a healthy client. One broker with every kind of listener (tests/support/secure_broker)."""
+from __future__ import annotations
+
+import asyncio
+import os
+import ssl
+import struct
+import time
+import uuid
+from pathlib import Path
+from typing import Iterator
+
+import pytest
+from confluent_kafka import Consumer, KafkaError, KafkaException, Producer
+from confluent_kafka.admin import AdminClient, NewTopic
+from kio.schema.api_versions.v3 import ApiVersionsRequest
+from kio.schema.metadata.v12 import MetadataRequest
+from kio.schema.sasl_authenticate.v2 import SaslAuthenticateRequest
+from kio.schema.sasl_handshake.v1 import SaslHandshakeRequest
+
+from kafka_protocol.security import plain
+from kafka_protocol.security.scram import ScramClient
+from tests.support.secure_broker import PLAIN_USERS, REAUTH_MS, USERS, SecureBroker, start_secure_broker
+from tests.support.wire import WireClient
+
+
+@pytest.fixture(scope="module")
+def secure(tmp_path_factory: pytest.TempPathFactory) -> Iterator[SecureBroker]:
+    broker = start_secure_broker(tmp_path_factory.mktemp("secure"))
+    try:
+        yield broker
+    finally:
+        broker.broker.stop()
+
+
+def _topic() -> str:
+    return f"sec-{uuid.uuid4().hex[:8]}"
+
+
+def _produce(conf: dict, topic: str, n: int) -> list[str]:
+    errors: list[str] = []
+    producer = Producer({**conf, "error_cb": lambda e: errors.append(str(e)), "log_level": 0})
+    for i in range(n):
+        producer.produce(topic, f"{i}".encode())
+    assert producer.flush(20) == 0, errors
+    return errors
+
+
+def _consume(conf: dict, topic: str, n: int, group: str) -> list[bytes]:
+    consumer = Consumer({**conf, "group.id": group, "auto.offset.reset": "earliest", "log_level": 0})
+    consumer.subscribe([topic])
+    got: list[bytes] = []
+    deadline = time.monotonic() + 30
+    try:
+        while len(got) < n and time.monotonic() < deadline:
+            m = consumer.poll(0.5)
+            if m is not None and not m.error():
+                got.append(m.value())
+        consumer.commit(asynchronous=False)
+    finally:
+        consumer.close()
+    return got
+
+
+@pytest.mark.parametrize("listener, mechanism", [("SASL_SSL", "SCRAM-SHA-512"), ("SASL_SSL", "SCRAM-SHA-256"),
+                                                 ("SASL_SSL", "PLAIN"), ("SSL", None), ("SASL_PLAINTEXT", "SCRAM-SHA-512")])
+def test_librdkafka_produces_consumes_in_a_group_and_administers_on_each_secure_listener(
+        secure: SecureBroker, listener: str, mechanism: str | None) -> None:
+    user = "bob" if mechanism == "PLAIN" else "alice"
+    conf = secure.client_config(listener, mechanism or "", user)
+    admin = AdminClient(conf)
+    topic = _topic()
+    admin.create_topics([NewTopic(topic, 2, 1)])[topic].result(timeout=30)
+    metadata = admin.list_topics(timeout=10)
+    # Metadata answers with the address of the listener the client came in on
+    assert {(b.host, b.port) for b in metadata.brokers.values()} == {("127.0.0.1", secure.ports[listener])}
+    assert _produce(conf, topic, 50) == []
+    got = _consume(conf, topic, 50, f"g-{topic}")
+    assert sorted(int(v) for v in got) == list(range(50))
+    groups = admin.list_consumer_groups().result(timeout=10).valid
+    assert f"g-{topic}" in {g.group_id for g in groups}
+
+
+def test_a_wrong_password_is_the_clients_authentication_error_within_seconds(secure: SecureBroker) -> None:
+    for mechanism, user in (("SCRAM-SHA-512", "alice"), ("PLAIN", "bob"), ("SCRAM-SHA-256", "nobody")):
+        errors: list[KafkaError] = []
+        conf = secure.client_config("SASL_SSL", mechanism, user, password="wrong")
+        producer = Producer({**conf, "error_cb": errors.append, "log_level": 0})
+        started = time.monotonic()
+        while not errors and time.monotonic() - started < 10:
+            producer.poll(0.1)
+        assert errors, "no error within 10 s"
+        assert errors[0].code() == KafkaError._AUTHENTICATION and time.monotonic() - started < 5
+        expected = ("Invalid username or password" if mechanism == "PLAIN"
+                    else f"invalid credentials with SASL mechanism {mechanism}")
+        assert expected in errors[0].str()
+
+
+def test_untrusted_expired_or_missing_client_certificates_fail_the_handshake_at_once(secure: SecureBroker,
+                                                                                      tmp_path: Path) -> None:
+    from tests.support.certs import CertificateAuthority
+    stranger = CertificateAuthority("someone else's CA").issue("alice").write_pem(tmp_path / "stranger.pem")
+    expired = secure.issue_client("alice", expired=True).write_pem(tmp_path / "expired.pem")
+    cases = {"untrusted": {"ssl.certificate.location": str(stranger), "ssl.key.location": str(stranger)},
+             "expired": {"ssl.certificate.location": str(expired), "ssl.key.location": str(expired)},
+             "none": {"ssl.certificate.location": None, "ssl.key.location": None}}
+    for name, extra in cases.items():
+        conf = {k: v for k, v in {**secure.client_config("SSL"), **extra}.items() if v is not None}
+        errors: list[KafkaError] = []
+        producer = Producer({**conf, "error_cb": errors.append, "log_level": 0})
+        started = time.monotonic()
+        while not errors and time.monotonic() - started < 10:
+            producer.poll(0.1)
+        assert errors and time.monotonic() - started < 5, name
+        assert errors[0].code() in (KafkaError._SSL, KafkaError._TRANSPORT, KafkaError._ALL_BROKERS_DOWN), (name, errors[0])
+    # and a client that does not trust the broker's certificate refuses it
+    conf = {**secure.client_config("SASL_SSL"), "ssl.ca.location": str(stranger)}
+    errors = []
+    producer = Producer({**conf, "error_cb": errors.append, "log_level": 0})
+    started = time.monotonic()
+    while not errors and time.monotonic() - started < 10:
+        producer.poll(0.1)
+    assert errors and errors[0].code() == KafkaError._SSL
+
+
+def _tls() -> ssl.SSLContext:
+    ctx = ssl.create_default_context()
+    ctx.check_hostname = False
+    ctx.verify_mode = ssl.CERT_NONE
+    return ctx
+
+
+def test_only_api_versions_and_the_login_are_served_before_authentication(secure: SecureBroker) -> None:
+    with WireClient("127.0.0.1", secure.ports["SASL_SSL"], ssl_context=_tls()) as wire:
+        assert wire.request(ApiVersionsRequest(client_software_name="t", client_software_version="1")).error_code == 0
+        assert wire.request(MetadataRequest(topics=None, allow_auto_topic_creation=False,
+                                            include_topic_authorized_operations=False)) is None   # closed
+    with WireClient("127.0.0.1", secure.ports["SASL_PLAINTEXT"]) as wire:
+        handshake = wire.request(SaslHandshakeRequest(mechanism="GSSAPI"))
+        assert handshake.error_code == 33 and set(handshake.mechanisms) == {"PLAIN", "SCRAM-SHA-256", "SCRAM-SHA-512"}
+        assert wire.read_frame() is None                                  # then closed
+    with WireClient("127.0.0.1", secure.ports["PLAINTEXT"]) as wire:     # no SASL on this listener
+        assert wire.request(SaslHandshakeRequest(mechanism="PLAIN")).error_code == 34   # ILLEGAL_SASL_STATE
+
+
+def test_garbage_and_truncated_scram_messages_are_refused_and_the_connection_closed(secure: SecureBroker) -> None:
+    for tokens in ([b"\xff\x00garbage"], [b"n,,n=alice"], [ScramClient("SCRAM-SHA-512", "alice", "x").first(), b"c=biws"]):
+        with WireClient("127.0.0.1", secure.ports["SASL_PLAINTEXT"]) as wire:
+            assert wire.request(SaslHandshakeRequest(mechanism="SCRAM-SHA-512")).error_code == 0
+            responses = [wire.request(SaslAuthenticateRequest(auth_bytes=t)) for t in tokens]
+            assert responses[-1] is not None and responses[-1].error_code == 58, tokens      # SASL_AUTHENTICATION_FAILED
+            assert wire.read_frame() is None
+
+
+def test_a_scram_login_by_hand_and_the_legacy_v0_handshake_with_bare_tokens(secure: SecureBroker) -> None:
+    with WireClient("127.0.0.1", secure.ports["SASL_PLAINTEXT"]) as wire:
+        assert wire.request(SaslHandshakeRequest(mechanism="SCRAM-SHA-256")).error_code == 0
+        client = ScramClient("SCRAM-SHA-256", "alice", USERS["alice"])
+        first = wire.request(SaslAuthenticateRequest(auth_bytes=client.first()))
+        final = wire.request(SaslAuthenticateRequest(auth_bytes=client.final(first.auth_bytes)))
+        assert final.error_code == 0 and final.session_lifetime.total_seconds() * 1000 == REAUTH_MS
+        client.verify(final.auth_bytes)
+        assert wire.request(MetadataRequest(topics=None, allow_auto_topic_creation=False,
+                                            include_topic_authorized_operations=False)).brokers
+    from kio.schema.sasl_handshake.v0 import SaslHandshakeRequest as HandshakeV0
+    with WireClient("127.0.0.1", secure.ports["SASL_PLAINTEXT"]) as wire:
+        assert wire.request(HandshakeV0(mechanism="PLAIN")).error_code == 0
+        token = plain.client_token("bob", PLAIN_USERS["bob"])
+        wire.send_raw(struct.pack(">i", len(token)) + token)
+        assert wire.read_frame() == b""                                    # PLAIN's empty answer, framed bare
+        assert wire.request(MetadataRequest(topics=None, allow_auto_topic_creation=False,
+                                            include_topic_authorized_operations=False)).brokers
+
+
+def test_sessions_expire_and_librdkafka_logs_in_again_on_the_same_connection(secure: SecureBroker) -> None:
+    conf = secure.client_config("SASL_PLAINTEXT", "SCRAM-SHA-512")
+    topic = _topic()
+    errors: list[str] = []
+    producer = Producer({**conf, "error_cb": lambda e: errors.append(str(e)), "log_level": 0})
+    delivered = []
+    started = time.monotonic()
+    while time.monotonic() - started < 3 * REAUTH_MS / 1000:       # three session lifetimes
+        producer.produce(topic, b"x", on_delivery=lambda err, msg: delivered.append(err))
+        producer.poll(0.05)
+    assert producer.flush(20) == 0
+    assert delivered and all(e is None for e in delivered) and errors == []
+    # a client that does not log in again is disconnected on its first request after the lifetime
+    with WireClient("127.0.0.1", secure.ports["SASL_PLAINTEXT"]) as wire:
+        wire.request(SaslHandshakeRequest(mechanism="PLAIN"))
+        assert wire.request(SaslAuthenticateRequest(auth_bytes=plain.client_token("bob", PLAIN_USERS["bob"]))).error_code == 0
+        time.sleep(REAUTH_MS / 1000 + 0.3)
+        assert wire.request(MetadataRequest(topics=None, allow_auto_topic_creation=False,
+                                            include_topic_authorized_operations=False)) is None
+
+
+def test_kafka_python_and_aiokafka_log_in_with_scram_over_sasl_ssl(secure: SecureBroker) -> None:
+    from kafka import KafkaConsumer, KafkaProducer
+    topic = _topic()
+    ctx = ssl.create_default_context(cafile=str(secure.dir / "ca.pem"))
+    common = dict(bootstrap_servers=secure.bootstrap("SASL_SSL"), security_protocol="SASL_SSL",
+                  sasl_mechanism="SCRAM-SHA-512", sasl_plain_username="alice", sasl_plain_password=USERS["alice"],
+                  ssl_context=ctx)
+    producer = KafkaProducer(**common)
+    for i in range(10):
+        producer.send(topic, f"kp{i}".encode())
+    producer.flush(30)
+    producer.close()
+
+    async def aio() -> list[bytes]:
+        from aiokafka import AIOKafkaConsumer
+        consumer = AIOKafkaConsumer(topic, auto_offset_reset="earliest", **common)
+        await consumer.start()
+        try:
+            got = []
+            while len(got) < 10:
+                batch = await asyncio.wait_for(consumer.getmany(timeout_ms=1000), 30)
+                got += [m.value for msgs in batch.values() for m in msgs]
+            return got
+        finally:
+            await consumer.stop()
+    assert sorted(asyncio.run(aio())) == sorted(f"kp{i}".encode() for i in range(10))
+
+
+def _rss_kib(pid: int) -> int:
+    for line in Path(f"/proc/{pid}/status").read_text().splitlines():
+        if line.startswith("VmRSS:"):
+            return int(line.split()[1])
+    raise AssertionError("no VmRSS")
+
+
+def test_ten_thousand_failed_logins_leave_the_broker_responsive_for_a_healthy_client(secure: SecureBroker) -> None:
+    port = secure.ports["SASL_PLAINTEXT"]
+    pid = secure.broker.proc.pid
+    rss_before = _rss_kib(pid)
+    conf = secure.client_config("SASL_SSL", "SCRAM-SHA-512")
+    topic = _topic()
+    healthy = Producer({**conf, "log_level": 0})
+    healthy.produce(topic, b"warm-up")
+    assert healthy.flush(20) == 0
+
+    async def one_failed_login(i: int) -> bool:
+        reader, writer = await asyncio.open_connection("127.0.0.1", port)
+        try:
+            wire = WireClient.__new__(WireClient)
+            wire.client_id, wire._correlation = "flood", 0
+            writer.write(wire.encode(SaslHandshakeRequest(mechanism="PLAIN")))
+            await reader.readexactly(struct.unpack(">i", await reader.readexactly(4))[0])
+            request = SaslAuthenticateRequest(auth_bytes=plain.client_token("bob", f"guess{i}"))
+            writer.write(wire.encode(request))
+            frame = await reader.readexactly(struct.unpack(">i", await reader.readexactly(4))[0])
+            return WireClient.decode_response(request, frame).error_code == 58 and await reader.read(1) == b""
+        finally:
+            writer.close()
+
+    async def flood() -> int:
+        sem = asyncio.Semaphore(200)
+
+        async def bounded(i: int) -> bool:
+            async with sem:
+                return await one_failed_login(i)
+        return sum(await asyncio.gather(*(bounded(i) for i in range(10_000))))
+
+    latencies: list[float] = []
+
+    async def with_healthy_client() -> int:
+        task = asyncio.create_task(flood())
+        while not task.done():
+            started = time.monotonic()
+            healthy.produce(topic, b"during")
+            await asyncio.to_thread(healthy.flush, 20)
+            latencies.append(time.monotonic() - started)
+            await asyncio.sleep(0.2)
+        return await task
+    refused = asyncio.run(with_healthy_client())
+    assert refused == 10_000
+    assert latencies and max(latencies) < 5.0, latencies
+    assert _rss_kib(pid) - rss_before < 200 * 1024
