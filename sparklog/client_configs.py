@@ -9,6 +9,7 @@ from __future__ import annotations
 
 from typing import Mapping
 
+from kafka_protocol.security.client_settings import ClientSecurity
 from sparklog.kafka_client import ClientConfig
 from sparklog.produce_client import ProducerConfig
 from sparklog.record_encoder import CODECS
@@ -52,13 +53,14 @@ def native_client(opts: ReadOptions) -> ClientConfig:
         fetch_max_bytes=_int(p, "fetch.max.bytes", int(str(d["fetch.max.bytes"]))),
         partition_max_bytes=_int(p, "max.partition.fetch.bytes", int(str(d["max.partition.fetch.bytes"]))),
         fetch_max_wait_ms=_int(p, "fetch.wait.max.ms", int(str(d["fetch.wait.max.ms"]))),
+        security=opts.security or ClientSecurity(),
     )
 
 
 def executor_consumer(opts: ReadOptions) -> dict[str, object]:
     """librdkafka's settings: the tuned defaults, then every `kafka.*` option, then what reading needs."""
     conf: dict[str, object] = dict(EXECUTOR_CONSUMER_DEFAULTS)
-    conf.update(opts.kafka_params)
+    conf.update(opts.librdkafka_params)
     conf.update({
         "bootstrap.servers": opts.bootstrap_servers,
         "group.id": opts.group_id if opts.custom_group_id else f"{opts.group_id}-executor",
@@ -75,7 +77,7 @@ def driver_consumer(opts: ReadOptions) -> dict[str, object]:
     the executors' (Spark's default read_uncommitted, not librdkafka's read_committed): the latest offset of
     a partition is then its high watermark, or under read_committed its last stable offset, so a range
     never ends beyond what the executors may read."""
-    return {**opts.kafka_params, "bootstrap.servers": opts.bootstrap_servers,
+    return {**opts.librdkafka_params, "bootstrap.servers": opts.bootstrap_servers,
             "group.id": opts.group_id if opts.custom_group_id else f"{opts.group_id}-driver",
             "enable.auto.commit": False, "enable.partition.eof": False,
             "isolation.level": opts.kafka_params.get("isolation.level",
@@ -84,7 +86,7 @@ def driver_consumer(opts: ReadOptions) -> dict[str, object]:
 
 def admin(opts: ReadOptions) -> dict[str, object]:
     """The driver's admin client (topic ids)."""
-    return {**opts.kafka_params, "bootstrap.servers": opts.bootstrap_servers}
+    return {**opts.librdkafka_params, "bootstrap.servers": opts.bootstrap_servers}
 
 
 def group_progress(bootstrap_servers: str, kafka_params: Mapping[str, str], group: str) -> dict[str, object]:
@@ -95,7 +97,7 @@ def group_progress(bootstrap_servers: str, kafka_params: Mapping[str, str], grou
 
 def producer(opts: WriteOptions) -> dict[str, object]:
     """The sink's producer: idempotent, large batches, delivery reports only for failures."""
-    return {**PRODUCER_DEFAULTS, **opts.kafka_params, "bootstrap.servers": opts.bootstrap_servers}
+    return {**PRODUCER_DEFAULTS, **opts.librdkafka_params, "bootstrap.servers": opts.bootstrap_servers}
 
 
 _ACKS = {"all": -1, "-1": -1, "1": 1, "0": 0}
@@ -133,4 +135,5 @@ def native_producer(opts: WriteOptions) -> ProducerConfig:
         delivery_timeout_ms=_int(p, timeout_key, 120_000),
         retry_backoff_ms=_int(p, "retry.backoff.ms", 100),
         allow_auto_create=p.get("allow.auto.create.topics", "true").strip().lower() != "false",
+        security=opts.security or ClientSecurity(),
     )

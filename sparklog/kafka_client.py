@@ -7,16 +7,22 @@ message goes through the protocol layer's sans-I/O codecs (`kafka_protocol.clien
 `fetch_response`), so this module only moves frames. A Fetch answer's record set is a `memoryview`
 of the received frame: no per-record object, no copy.
 
-Plain TCP only (security.protocol PLAINTEXT); `sparklog.executor` chooses librdkafka for anything
-else. Never interprets records and never decides what to do about an error code: the reader does.
+Security as the Java client's settings say (`ClientConfig.security`, kafka_protocol.security): TLS
+wraps the socket (file regions are then sent as bytes), a SASL login (PLAIN, SCRAM-SHA-256/512) follows
+ApiVersions, and a session lifetime the broker grants (KIP-368) is renewed on the same connection
+before it ends. A refused login or TLS handshake raises `KafkaClientError` (not retriable) naming the
+setting to check. Never interprets records and never decides what to do about an error code: the reader does.
 Connection failures raise `BrokerUnavailableError`; a broker answering nonsense raises
 `KafkaClientError`. One client is used by one task at a time (see `client_pool`).
 """
 from __future__ import annotations
 
+import functools
 import itertools
 import socket
+import ssl
 import struct
+import time
 from dataclasses import dataclass
 from typing import Any, Optional
 
@@ -36,6 +42,8 @@ from kafka_protocol.client_codec import (
     response_body_start,
 )
 from kafka_protocol.fetch_response import FetchedPartition, FetchResponseError, decode_fetch_response
+from kafka_protocol.security.client_login import AuthenticationError, login
+from kafka_protocol.security.client_settings import ClientSecurity
 
 # The versions this client speaks; the highest one the broker also speaks is used. Fetch stops at
 # v12, the last version that names topics (v13+ address them by topic id). DescribeLogDirs is
@@ -45,7 +53,10 @@ OPTIONAL = {ApiKey.DESCRIBE_LOG_DIRS: (1, 4), ApiKey.PRODUCE: (3, 9), ApiKey.INI
             # the exactly-once sink's transactions (sparklog.transactional_producer)
             ApiKey.FIND_COORDINATOR: (1, 4), ApiKey.ADD_PARTITIONS_TO_TXN: (1, 3),
             ApiKey.ADD_OFFSETS_TO_TXN: (1, 3), ApiKey.END_TXN: (1, 3), ApiKey.TXN_OFFSET_COMMIT: (2, 3),
-            ApiKey.OFFSET_FETCH: (7, 7)}
+            ApiKey.OFFSET_FETCH: (7, 7),
+            # SASL logins (required when the connection is SASL_*)
+            ApiKey.SASL_HANDSHAKE: (1, 1), ApiKey.SASL_AUTHENTICATE: (0, 2)}
+REAUTHENTICATE_AT = 0.85        # of a session's lifetime, as Kafka's clients do (KIP-368: 85-95 %)
 EARLIEST, LATEST = -2, -1
 MAX_RESPONSE_BYTES = 1 << 30
 _SIZE = struct.Struct(">i")
@@ -71,6 +82,13 @@ class ClientConfig:
     fetch_max_bytes: int = 64 * 1024 * 1024
     partition_max_bytes: int = 8 * 1024 * 1024
     fetch_max_wait_ms: int = 100
+    security: ClientSecurity = ClientSecurity()
+
+
+@functools.lru_cache(maxsize=8)
+def _tls_context(security: ClientSecurity) -> ssl.SSLContext | None:
+    """One TLS context per security settings in this process (loading the trust store is not free)."""
+    return security.ssl_context()
 
 
 def parse_servers(servers: str) -> list[tuple[str, int]]:
@@ -94,12 +112,52 @@ class BrokerConnection:
         self.config = config
         self._ids = itertools.count(1)
         try:
-            self._sock = socket.create_connection((host, port), timeout=config.request_timeout_ms / 1000)
+            sock = socket.create_connection((host, port), timeout=config.request_timeout_ms / 1000)
         except OSError as e:
             raise BrokerUnavailableError(f"cannot connect to {self.address}: {e}") from None
-        self._sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+        sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+        self._sock: socket.socket = sock
+        security = config.security
+        if security.tls:
+            context = _tls_context(security)
+            assert context is not None
+            try:
+                self._sock = context.wrap_socket(sock, server_hostname=host)
+            except ssl.SSLCertVerificationError as e:
+                sock.close()
+                raise KafkaClientError(f"the TLS certificate of {self.address} is not trusted ({e.verify_message}): "
+                                       f"check kafka.ssl.truststore.location (the CA that signed the broker's "
+                                       f"certificate) and that the broker's certificate names {host}") from None
+            except (ssl.SSLError, OSError) as e:
+                sock.close()
+                raise KafkaClientError(f"TLS handshake with {self.address} failed: {e}; check "
+                                       f"kafka.security.protocol and the kafka.ssl.* settings") from None
         self.versions: dict[int, int] = {}
+        self._session_renew_at: float | None = None
         self._negotiate()
+        if security.sasl:
+            self._login()
+
+    def _login(self) -> None:
+        for key in (ApiKey.SASL_HANDSHAKE, ApiKey.SASL_AUTHENTICATE):
+            if key not in self.versions:
+                raise KafkaClientError(f"{self.address} does not speak SASL ({key.name} missing from its ApiVersions): "
+                                       f"check kafka.security.protocol")
+        security = self.config.security
+        self._session_renew_at = None
+        try:
+            lifetime_ms = login(self.call, security, self.versions[ApiKey.SASL_AUTHENTICATE])
+        except AuthenticationError as e:
+            self.close()
+            raise KafkaClientError(f"{self.address}: {e} (user {security.username}, mechanism {security.mechanism}); "
+                                   f"check kafka.sasl.jaas.config and kafka.sasl.mechanism") from None
+        if lifetime_ms > 0:
+            self._session_renew_at = time.monotonic() + lifetime_ms * REAUTHENTICATE_AT / 1000.0
+
+    def _renew_session(self) -> None:
+        """KIP-368: log in again on this connection before the broker's session lifetime ends."""
+        if self._session_renew_at is not None and time.monotonic() >= self._session_renew_at:
+            self._login()
 
     def _negotiate(self) -> None:
         """Pick, per API, the highest version both sides speak (ApiVersions v0 is understood by all)."""
@@ -118,6 +176,8 @@ class BrokerConnection:
             self.versions[key] = min(high, theirs[1])
 
     def _send(self, api_key: int, version: int, body: Any) -> int:
+        if api_key not in (ApiKey.SASL_HANDSHAKE, ApiKey.SASL_AUTHENTICATE):
+            self._renew_session()
         correlation_id = next(self._ids)
         try:
             self._sock.sendall(encode_request(api_key, version, correlation_id, self.config.client_id, body))
@@ -150,6 +210,13 @@ class BrokerConnection:
 
     def send_frame(self, parts: list[bytes | memoryview]) -> None:
         """Send a frame built elsewhere (a Produce request: its record sets are sent in place)."""
+        self._renew_session()
+        if isinstance(self._sock, ssl.SSLSocket):      # TLS has no scatter-gather send
+            try:
+                self._sock.sendall(b"".join(parts))
+            except OSError as e:
+                raise BrokerUnavailableError(f"sending to {self.address} failed: {e}") from None
+            return
         views = [memoryview(p).cast("B") for p in parts]
         try:
             while views:

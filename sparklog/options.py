@@ -13,6 +13,8 @@ import uuid
 from dataclasses import dataclass, field
 from typing import Literal, Mapping, Optional
 
+from kafka_protocol.security.client_settings import MECHANISMS as SECURITY_MECHANISMS
+from kafka_protocol.security.client_settings import SECURITY_KEYS, ClientSecurity, SecuritySettingsError
 from sparklog import offsets as off
 from sparklog.errors import UserError
 from sparklog.schema import (
@@ -106,7 +108,7 @@ FETCHERS: tuple[str, ...] = ("auto", "native", "librdkafka")
 @dataclass(frozen=True)
 class ReadOptions:
     bootstrap_servers: str
-    kafka_params: dict[str, str]
+    kafka_params: dict[str, str]                # without the security settings (see `security`)
     strategy: Strategy
     starting: off.OffsetSpec
     ending: off.OffsetSpec
@@ -126,6 +128,11 @@ class ReadOptions:
     commit_to_group: Optional[str] = None       # mirror committed batch ends into this group
     fetcher: Fetcher = "auto"                   # how executors read records (see sparklog.reader_settings)
     fail_on_missing_topic: bool = True          # batch reads: a subscribed topic the broker lacks is an error
+    security: ClientSecurity | None = ClientSecurity()   # None: only librdkafka speaks it (GSSAPI, OAUTHBEARER)
+
+    @property
+    def librdkafka_params(self) -> dict[str, str]:
+        return librdkafka_params(self.kafka_params, self.security)
 
 
 Producer = Literal["auto", "native", "librdkafka"]
@@ -141,6 +148,11 @@ class WriteOptions:
     exactly_once: bool = False                  # deliveryGuarantee=exactly-once: Kafka transactions
     transactional_id_prefix: str = "pylog-sink-"
     transaction_timeout_ms: int = DEFAULT_TRANSACTION_TIMEOUT_MS
+    security: ClientSecurity | None = ClientSecurity()
+
+    @property
+    def librdkafka_params(self) -> dict[str, str]:
+        return librdkafka_params(self.kafka_params, self.security)
 
 
 # --- small typed parsers ---------------------------------------------------------------------------
@@ -191,44 +203,9 @@ def parse_duration_ms(name: str, value: str) -> int:
     return int(int(m.group(1)) * _TIME_UNITS_MS.get(m.group(2) or "ms", 1))
 
 
-_JAAS = re.compile(r"^\s*(?P<module>[\w.$]+)\s+(?P<flag>required|requisite|sufficient|optional)(?P<opts>.*?);?\s*$",
-                   re.DOTALL)
-_JAAS_OPTION = re.compile(r'(\w+)\s*=\s*(?:"((?:[^"\\]|\\.)*)"|(\S+?))(?=\s|;|$)')
-_JAAS_MODULES = {
-    "org.apache.kafka.common.security.plain.PlainLoginModule": "PLAIN",
-    "org.apache.kafka.common.security.scram.ScramLoginModule": "SCRAM",
-}
-
-
-def jaas_to_sasl(jaas: str, mechanism: str | None) -> dict[str, str]:
-    """`sasl.jaas.config` (a Java JAAS line) → librdkafka's sasl.username / sasl.password.
-
-    PLAIN and SCRAM login modules translate; any other module (Kerberos, OAuth) is an OptionError
-    that says which librdkafka settings to use instead.
-    """
-    m = _JAAS.match(jaas)
-    kind = _JAAS_MODULES.get(m.group("module")) if m else None
-    if m is None or kind is None:
-        raise OptionError("Kafka option 'kafka.sasl.jaas.config' is a Java JAAS setting; only PlainLoginModule and "
-                          "ScramLoginModule with username and password translate to the Kafka client used here. "
-                          "For GSSAPI or OAUTHBEARER set the librdkafka options instead (e.g. "
-                          "kafka.sasl.kerberos.service.name, kafka.sasl.oauthbearer.method)")
-    opts = {k: (quoted if quoted is not None else bare).replace('\\"', '"')
-            for k, quoted, bare in _JAAS_OPTION.findall(m.group("opts"))}
-    if "username" not in opts or "password" not in opts:
-        raise OptionError("Kafka option 'kafka.sasl.jaas.config' must give username=\"...\" and password=\"...\"")
-    if kind == "SCRAM" and (mechanism or "").upper() not in ("SCRAM-SHA-256", "SCRAM-SHA-512"):
-        raise OptionError("Kafka option 'kafka.sasl.jaas.config' uses ScramLoginModule: set kafka.sasl.mechanism to "
-                          "SCRAM-SHA-256 or SCRAM-SHA-512")
-    out = {"sasl.username": opts["username"], "sasl.password": opts["password"]}
-    if mechanism is None:
-        out["sasl.mechanism"] = "PLAIN"
-    return out
-
-
 def kafka_params(opts: Mapping[str, str]) -> dict[str, str]:
-    """The `kafka.*` options with the prefix removed, minus Java-only settings (ignored with a warning);
-    a JAAS `sasl.jaas.config` becomes librdkafka's SASL settings."""
+    """The `kafka.*` options with the prefix removed, minus Java-only settings (ignored with a warning).
+    Security settings are still among them: `split_security` takes them out."""
     out: dict[str, str] = {}
     for k, v in opts.items():
         if k.startswith("kafka."):
@@ -237,9 +214,37 @@ def kafka_params(opts: Mapping[str, str]) -> dict[str, str]:
                 log.warning("Kafka option 'kafka.%s' has no librdkafka equivalent and is ignored", name)
                 continue
             out[name] = v
-    if "sasl.jaas.config" in out:
-        out.update(jaas_to_sasl(out.pop("sasl.jaas.config"), out.get("sasl.mechanism")))
     return out
+
+
+def split_security(params: dict[str, str]) -> tuple[ClientSecurity | None, dict[str, str]]:
+    """The connection's security (Kafka's Java names or librdkafka's, kafka_protocol.security) and the other
+    settings. None: a SASL mechanism only librdkafka speaks (GSSAPI, OAUTHBEARER), whose settings stay as given."""
+    mechanism = (params.get("sasl.mechanism") or params.get("sasl.mechanisms") or "").strip().upper()
+    jaas_line = params.get("sasl.jaas.config", "")
+    if (mechanism and mechanism not in SECURITY_MECHANISMS) or (
+            jaas_line and not any(m in jaas_line for m in ("PlainLoginModule", "ScramLoginModule"))):
+        if jaas_line:
+            raise OptionError("Kafka option 'kafka.sasl.jaas.config' is a Java JAAS setting; only PlainLoginModule and "
+                              "ScramLoginModule with username and password translate to the Kafka client used here. "
+                              "For GSSAPI or OAUTHBEARER set the librdkafka options instead (e.g. "
+                              "kafka.sasl.kerberos.service.name, kafka.sasl.oauthbearer.method)")
+        return None, params
+    try:
+        security = ClientSecurity.from_settings(params)
+    except SecuritySettingsError as e:
+        raise OptionError(f"Kafka option 'kafka.{e}") from None
+    return security, {k: v for k, v in params.items() if k not in SECURITY_KEYS}
+
+
+def librdkafka_params(kafka: dict[str, str], security: ClientSecurity | None) -> dict[str, str]:
+    """The settings a librdkafka client gets: the `kafka.*` options and the security in librdkafka's names."""
+    if security is None:
+        return dict(kafka)
+    try:
+        return {**kafka, **security.librdkafka()}
+    except SecuritySettingsError as e:
+        raise OptionError(f"Kafka option 'kafka.{e}") from None
 
 
 # --- offsets specs -----------------------------------------------------------------------------------
@@ -365,9 +370,9 @@ def validate_general(options: Mapping[str, str]) -> dict[str, str]:
         parse_duration_ms("maxTriggerDelay", opts["maxtriggerdelay"])
     if "maxbytespertrigger" in opts:
         parse_bytes("maxBytesPerTrigger", opts["maxbytespertrigger"])
-        if needs_librdkafka(kafka_params(opts)):
-            raise OptionError("maxBytesPerTrigger reads partition sizes with pylog's own client, which speaks plain "
-                              "TCP only; it is not available with TLS or SASL yet (use maxOffsetsPerTrigger)")
+        if split_security(kafka_params(opts))[0] is None:
+            raise OptionError("maxBytesPerTrigger reads partition sizes with pylog's own client, which speaks PLAIN "
+                              "and SCRAM logins only; use maxOffsetsPerTrigger with GSSAPI or OAUTHBEARER")
     for name in ("failOnDataLoss", "includeHeaders", "failOnMissingTopic"):
         if name.lower() in opts:
             parse_bool(name, opts[name.lower()])
@@ -395,31 +400,24 @@ def _check_unmatched(start: off.OffsetSpec, end: off.OffsetSpec) -> None:
                                   f"end {what} {eo} in the batch query. Please check the options.")
 
 
-def _client_choice(name: str, value: str, allowed: tuple[str, ...], params: Mapping[str, str]) -> str:
-    """The `fetcher` / `producer` option: auto (native unless the connection needs TLS or SASL),
-    native, librdkafka."""
+def _client_choice(name: str, value: str, allowed: tuple[str, ...], security: ClientSecurity | None) -> str:
+    """The `fetcher` / `producer` option: auto (native unless the connection needs a SASL mechanism only
+    librdkafka speaks), native, librdkafka."""
     v = value.strip().lower()
     if v not in allowed:
         raise OptionError(f"{name} must be one of {', '.join(allowed)}, not {value!r}")
-    if v == "native" and needs_librdkafka(params):
-        raise OptionError(f"{name} 'native' speaks plain TCP only; this connection needs librdkafka "
-                          f"(security.protocol={params.get('security.protocol', 'PLAINTEXT')}, or ssl./sasl. "
-                          f"settings): use {name} 'auto' or 'librdkafka'")
+    if v == "native" and security is None:
+        raise OptionError(f"{name} 'native' logs in with PLAIN or SCRAM only; this connection's SASL mechanism needs "
+                          f"librdkafka: use {name} 'auto' or 'librdkafka'")
     return v
 
 
-def _fetcher(value: str, params: Mapping[str, str]) -> Fetcher:
-    return _client_choice("fetcher", value, FETCHERS, params)   # type: ignore[return-value]
-
-
-def needs_librdkafka(params: Mapping[str, str]) -> bool:
-    """Whether the client settings ask for TLS or SASL, which only the librdkafka path speaks."""
-    protocol = params.get("security.protocol", "plaintext").strip().lower()
-    return protocol != "plaintext" or any(k.startswith(("ssl.", "sasl.")) for k in params)
+def _fetcher(value: str, security: ClientSecurity | None) -> Fetcher:
+    return _client_choice("fetcher", value, FETCHERS, security)   # type: ignore[return-value]
 
 
 def _read_options(opts: dict[str, str], starting: off.OffsetSpec, ending: off.OffsetSpec, prefix: str) -> ReadOptions:
-    params = kafka_params(opts)
+    security, params = split_security(kafka_params(opts))
     custom = "group.id" in params
     group_id = params.pop("group.id", None) or f"{opts.get('groupidprefix', prefix)}-{uuid.uuid4()}"
     return ReadOptions(
@@ -443,8 +441,9 @@ def _read_options(opts: dict[str, str], starting: off.OffsetSpec, ending: off.Of
         group_id=group_id,
         custom_group_id=custom,
         commit_to_group=opts["committogroup"].strip() if "committogroup" in opts else None,
-        fetcher=_fetcher(opts.get("fetcher", "auto"), params),
+        fetcher=_fetcher(opts.get("fetcher", "auto"), security),
         fail_on_missing_topic=parse_bool("failOnMissingTopic", opts.get("failonmissingtopic", "true")),
+        security=security,
     )
 
 
@@ -496,11 +495,11 @@ def parse_write_options(options: Mapping[str, str]) -> WriteOptions:
         raise OptionError("Kafka option 'value.serializer' is not supported as value are serialized with ByteArraySerializer.")
     if "kafka.bootstrap.servers" not in opts or not opts["kafka.bootstrap.servers"].strip():
         raise OptionError("Option 'kafka.bootstrap.servers' must be specified for configuring Kafka producer")
-    params = kafka_params(opts)
+    security, params = split_security(kafka_params(opts))
     topic = opts["topic"].strip() if "topic" in opts else None
     if topic == "":
         raise OptionError("Invalid value '' for option 'topic': expected a topic name")
-    producer = _client_choice("producer", opts.get("producer", "auto"), PRODUCERS, params)
+    producer = _client_choice("producer", opts.get("producer", "auto"), PRODUCERS, security)
     guarantee = opts.get("deliveryguarantee", "at-least-once").strip().lower()
     if guarantee not in DELIVERY_GUARANTEES:
         raise OptionError(f"Invalid value '{opts['deliveryguarantee']}' for option 'deliveryGuarantee': allowed "
@@ -512,19 +511,18 @@ def parse_write_options(options: Mapping[str, str]) -> WriteOptions:
     timeout = params.pop("transaction.timeout.ms", None)
     prefix = opts.get("transactionalidprefix", "pylog-sink-")
     if exactly_once and producer == "librdkafka":
-        raise OptionError("deliveryGuarantee=exactly-once needs the sink's own producer (plain TCP): remove "
-                          "producer=librdkafka")
+        raise OptionError("deliveryGuarantee=exactly-once needs the sink's own producer: remove producer=librdkafka")
     write = WriteOptions(bootstrap_servers=params.pop("bootstrap.servers"), kafka_params=params, topic=topic,
                          producer=producer, exactly_once=exactly_once,  # type: ignore[arg-type]
                          transactional_id_prefix=prefix,
                          transaction_timeout_ms=DEFAULT_TRANSACTION_TIMEOUT_MS if timeout is None
-                         else parse_positive_int("kafka.transaction.timeout.ms", timeout))
+                         else parse_positive_int("kafka.transaction.timeout.ms", timeout), security=security)
     if exactly_once and not native_producer(write):
-        raise OptionError("deliveryGuarantee=exactly-once needs the sink's own producer, which speaks plain TCP "
-                          "only for now: TLS and SASL (kafka.security.protocol) are not supported with it yet")
+        raise OptionError("deliveryGuarantee=exactly-once needs the sink's own producer, which logs in with PLAIN or "
+                          "SCRAM only: this connection's SASL mechanism is not supported with it")
     return write
 
 
 def native_producer(opts: WriteOptions) -> bool:
-    """Whether the sink's own Produce client writes (plain TCP), rather than librdkafka (TLS/SASL)."""
-    return opts.producer == "native" or (opts.producer == "auto" and not needs_librdkafka(opts.kafka_params))
+    """Whether the sink's own Produce client writes, rather than librdkafka (SASL mechanisms it lacks)."""
+    return opts.producer == "native" or (opts.producer == "auto" and opts.security is not None)

@@ -31,6 +31,7 @@ from sparklog.errors import UserError
 from kafka_protocol.api_keys import ApiKey
 from kafka_protocol.client_codec import init_producer_id_request
 from kafka_protocol.produce_codec import encode_produce_request
+from kafka_protocol.security.client_settings import ClientSecurity
 from sparklog.kafka_client import BrokerUnavailableError, ClientConfig, KafkaClient, KafkaClientError, PartitionError
 
 log = logging.getLogger(__name__)
@@ -65,6 +66,7 @@ class ProducerConfig:
     delivery_timeout_ms: int = 120_000
     retry_backoff_ms: int = 100
     allow_auto_create: bool = True    # allow.auto.create.topics, the Java producer's default
+    security: ClientSecurity = ClientSecurity()
 
     @property
     def max_batch_bytes(self) -> int:
@@ -73,7 +75,7 @@ class ProducerConfig:
 
     def client(self) -> ClientConfig:
         return ClientConfig(bootstrap_servers=self.bootstrap_servers, client_id=self.client_id,
-                            request_timeout_ms=self.request_timeout_ms)
+                            request_timeout_ms=self.request_timeout_ms, security=self.security)
 
 
 class ProduceError(UserError, RuntimeError):

@@ -13,7 +13,7 @@ from typing import Optional
 
 from sparklog import client_configs
 from sparklog.kafka_client import ClientConfig
-from sparklog.options import ReadOptions, needs_librdkafka
+from sparklog.options import ReadOptions
 
 
 @dataclass(frozen=True)
@@ -32,7 +32,7 @@ class ReaderSettings:
 
     @classmethod
     def from_options(cls, opts: ReadOptions) -> "ReaderSettings":
-        native = opts.fetcher == "native" or (opts.fetcher == "auto" and not needs_librdkafka(opts.kafka_params))
+        native = opts.fetcher == "native" or (opts.fetcher == "auto" and opts.security is not None)
         return cls(opts.include_headers, opts.fail_on_data_loss, opts.poll_timeout_ms,
                    client_configs.native_client(opts) if native else None,
                    client_configs.executor_consumer(opts))

@@ -247,7 +247,7 @@ class PylogStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
         if not self.opts.commit_to_group:
             return
         if self._progress is None:
-            self._progress = GroupProgress(self.opts.bootstrap_servers, self.opts.kafka_params,
+            self._progress = GroupProgress(self.opts.bootstrap_servers, self.opts.librdkafka_params,
                                            self.opts.commit_to_group)
         self._progress.commit(done)
 

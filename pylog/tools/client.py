@@ -1,7 +1,8 @@
 """Shared plumbing for the client-side CLI tools (topics, produce, consume, perf).
 
-Owns: the common `--bootstrap-server` / `--property` / `-X` flags, turning them into confluent-kafka
-configs, `key=value` parsing with precise errors, a fast reachability check (so an absent broker is
+Owns: the common `--bootstrap-server` / `--property` / `-X` / `--command-config` flags, turning them
+into confluent-kafka configs (a command config is read as Kafka's tools read theirs: Java client names,
+security translated by kafka_protocol.security.client_settings), `key=value` parsing with precise errors, a fast reachability check (so an absent broker is
 reported within seconds instead of librdkafka retrying forever), topic metadata look-ups, and the
 translation of `KafkaError`/`KafkaException` into one-line messages.
 
@@ -18,7 +19,8 @@ from typing import Any, Iterable, Mapping
 from confluent_kafka import KafkaError, KafkaException
 from confluent_kafka.admin import AdminClient, ClusterMetadata, TopicMetadata
 
-from kafka_protocol.properties import parse_assignments
+from kafka_protocol.properties import parse_assignments, read_properties
+from kafka_protocol.security.client_settings import SECURITY_KEYS, ClientSecurity, SecuritySettingsError
 from kafka_protocol.errors import InvalidConfigError
 from pylog.tools.errors import CliError
 
@@ -50,6 +52,45 @@ def add_connection_args(parser: argparse.ArgumentParser) -> None:
         help="client setting (librdkafka name), repeatable; tools also read their own "
              "properties from here (e.g. parse.key, print.key)",
     )
+    add_command_config_arg(parser)
+
+
+def add_command_config_arg(parser: argparse.ArgumentParser, default: Any = None) -> None:
+    parser.add_argument(
+        "--command-config", default=default, metavar="FILE",
+        help="client settings file, as Kafka's tools take it: security.protocol, sasl.mechanism, sasl.jaas.config, "
+             "ssl.truststore.location, ssl.keystore.location, ... (Java client names)",
+    )
+
+
+def client_security(args: argparse.Namespace) -> ClientSecurity:
+    """The security of `--command-config` (PLAINTEXT without one)."""
+    path = getattr(args, "command_config", None)
+    if not path:
+        return ClientSecurity()
+    try:
+        settings = read_properties(path)
+    except OSError as e:
+        raise CliError(f"cannot read --command-config {path}: {e.strerror}") from None
+    except InvalidConfigError as e:
+        raise CliError(f"--command-config {path}: {e}") from None
+    try:
+        return ClientSecurity.from_settings(settings)
+    except SecuritySettingsError as e:
+        raise CliError(f"--command-config {path}: {e}") from None
+
+
+def command_config(args: argparse.Namespace) -> dict[str, str]:
+    """`--command-config` in librdkafka's names: its security settings translated, the others as given."""
+    path = getattr(args, "command_config", None)
+    if not path:
+        return {}
+    security = client_security(args)
+    others = {k: v for k, v in read_properties(path).items() if k not in SECURITY_KEYS}
+    try:
+        return {**others, **security.librdkafka()}
+    except SecuritySettingsError as e:
+        raise CliError(f"--command-config {path}: {e}") from None
 
 
 def parse_kv(items: Iterable[str], flag: str) -> dict[str, str]:
@@ -110,10 +151,17 @@ def base_config(bootstrap: str, overrides: Mapping[str, Any] | None = None) -> d
     return config
 
 
+# The last login or TLS failure librdkafka reported: a request that then times out failed because of it.
+_security_failure: list[KafkaError] = []
+_SECURITY = {KafkaError._AUTHENTICATION, KafkaError._SSL}
+
+
 def _error_cb(err: KafkaError) -> None:
     # Transient connection errors are retried by librdkafka; the reachability check and the
     # per-operation timeouts decide when to give up, so these stay at debug level.
     _librdkafka_log.debug("client error: %s", err)
+    if err.code() in _SECURITY:
+        _security_failure[:] = [err]
 
 
 def configure_librdkafka_logging(root_level: int) -> None:
@@ -159,6 +207,8 @@ def fetch_metadata(
             return client.list_topics(timeout=timeout)
         return client.list_topics(topic=topic, timeout=timeout)
     except KafkaException as e:
+        if hasattr(client, "poll"):
+            client.poll(0)          # serve the error callbacks: a failed login or TLS handshake says why
         raise CliError(describe_exception(e, bootstrap=bootstrap)) from None
 
 
@@ -194,13 +244,20 @@ def admin_client(args: argparse.Namespace, client_props: Mapping[str, str] | Non
     """Reachability check, then an AdminClient for `args.bootstrap_server`."""
     check_reachable(args.bootstrap_server)
     props = client_props if client_props is not None else parse_kv(args.properties, "--property")
-    return AdminClient(base_config(args.bootstrap_server, props))
+    return AdminClient(base_config(args.bootstrap_server, {**command_config(args), **props}))
 
 
 def describe_error(err: KafkaError, *, topic: str | None = None, bootstrap: str | None = None,
                    operation: str | None = None) -> str:
     """One line naming the problem for a KafkaError."""
     code = err.code()
+    if code in _UNREACHABLE and _security_failure:
+        err, code = _security_failure[0], _security_failure[0].code()
+    if code == KafkaError._AUTHENTICATION:
+        return f"authentication failed: {err.str().split(': ', 1)[-1]}; check sasl.jaas.config in --command-config"
+    if code == KafkaError._SSL:
+        return (f"TLS failed: {err.str().split(': ', 1)[-1]}; check ssl.truststore.location (and ssl.keystore.* for "
+                f"client certificates) in --command-config")
     if code == KafkaError.UNKNOWN_TOPIC_OR_PART and topic:
         return f"unknown topic '{topic}'"
     if code == KafkaError.TOPIC_ALREADY_EXISTS and topic:

@@ -30,6 +30,7 @@ from pylog.tools.errors import CliError
 from pylog.tools.client import (
     add_connection_args,
     base_config,
+    command_config,
     bool_property,
     check_reachable,
     parse_kv,
@@ -267,6 +268,7 @@ def _make_consumer(args: argparse.Namespace, client_props: dict[str, str], offse
         "enable.partition.eof": args.exit_at_end,
         "isolation.level": "read_uncommitted",    # librdkafka's default is read_committed; Kafka's tool's is not
     }
+    settings.update(command_config(args))
     settings.update(client_props)
     if args.isolation_level is not None:
         given = client_props.get("isolation.level")

@@ -22,7 +22,8 @@ from typing import Any
 from confluent_kafka import OFFSET_BEGINNING, OFFSET_END, Consumer, KafkaError, Message, Producer, TopicPartition
 
 from pylog.tools.errors import CliError
-from pylog.tools.client import add_connection_args, base_config, check_reachable, parse_kv, topic_metadata
+from pylog.tools.client import (add_connection_args, base_config, check_reachable, command_config, parse_kv,
+                               topic_metadata)
 
 ACKS = {"all": "all", "-1": "all", "1": "1", "0": "0"}
 COMPRESSION = ["none", "gzip", "snappy", "lz4", "zstd"]
@@ -172,6 +173,7 @@ def run_produce(args: argparse.Namespace) -> int:
                                     **{"compression.type": args.compression})
     if settings["acks"] == "all":
         settings["enable.idempotence"] = True
+    settings.update(command_config(args))
     settings.update(props)
     check_reachable(args.bootstrap_server)
     lat = Latencies(scale=1000.0)  # librdkafka reports seconds
@@ -286,6 +288,7 @@ def run_consume(args: argparse.Namespace) -> int:
         "enable.auto.commit": bool(args.group),
         "auto.offset.reset": "latest" if args.from_latest else "earliest",
     })
+    settings.update(command_config(args))
     settings.update(props)
     check_reachable(args.bootstrap_server)
     try:

@@ -18,6 +18,7 @@ from pylog.tools.errors import CliError
 from pylog.tools.client import (
     add_connection_args,
     base_config,
+    command_config,
     bool_property,
     check_reachable,
     parse_kv,
@@ -129,6 +130,7 @@ def producer_config(args: argparse.Namespace, client_props: dict[str, str]) -> d
     }
     if acks == "all":
         settings["enable.idempotence"] = True
+    settings.update(command_config(args))
     settings.update(client_props)
     return base_config(args.bootstrap_server, settings)
 

@@ -16,14 +16,14 @@ import argparse
 import time
 from typing import Any
 
-from pylog.tools.client import DEFAULT_BOOTSTRAP, check_reachable, parse_kv
+from pylog.tools.client import DEFAULT_BOOTSTRAP, add_command_config_arg, check_reachable, client_security, parse_kv
 from pylog.tools.errors import CliError
 from pylog.tools.wire_admin import PartitionInfo, ProducerState, TxnDescription, WireAdmin
 
 STATES = ("Empty", "Ongoing", "PrepareCommit", "PrepareAbort", "CompleteCommit", "CompleteAbort", "Dead",
           "PrepareEpochFence")
 DEFAULT_TIMEOUT_MS = 15_000
-SETTINGS = ("client.id", "request.timeout.ms", "socket.timeout.ms", "security.protocol")
+SETTINGS = ("client.id", "request.timeout.ms", "socket.timeout.ms")
 
 
 def _state(value: str) -> str:
@@ -41,7 +41,8 @@ def _connection_args(parser: argparse.ArgumentParser, top: bool = False) -> None
                                                   f"(default {DEFAULT_BOOTSTRAP}; before or after the subcommand)")
     parser.add_argument("--property", "-X", dest="properties" if top else "more_properties", action="append",
                         default=[], metavar="KEY=VALUE",
-                        help=f"client setting, repeatable: {', '.join(SETTINGS[:2])} (plain TCP only)")
+                        help=f"client setting, repeatable: {', '.join(SETTINGS[:2])}")
+    add_command_config_arg(parser, None if top else argparse.SUPPRESS)
 
 
 def register(subparsers: argparse._SubParsersAction) -> None:
@@ -108,7 +109,7 @@ def run(args: argparse.Namespace) -> int:
     check_reachable(args.bootstrap_server)
     handlers = {"list": _list, "describe": _describe, "describe-producers": _describe_producers,
                 "abort": _abort, "find-hanging": _find_hanging}
-    with WireAdmin(args.bootstrap_server, client_id, timeout_s) as admin:
+    with WireAdmin(args.bootstrap_server, client_id, timeout_s, client_security(args)) as admin:
         return handlers[args.action](admin, args)
 
 
@@ -117,9 +118,6 @@ def _settings(settings: dict[str, str]) -> tuple[str, float]:
     if unknown:
         raise CliError(f"unsupported setting {unknown[0]!r} for pylog transactions: it takes only "
                        f"{', '.join(SETTINGS)}")
-    protocol = settings.get("security.protocol", "PLAINTEXT")
-    if protocol.upper() != "PLAINTEXT":
-        raise CliError(f"security.protocol={protocol} is not supported by pylog transactions (plain TCP only)")
     timeout = settings.get("request.timeout.ms", settings.get("socket.timeout.ms", str(DEFAULT_TIMEOUT_MS)))
     if not timeout.isdigit() or int(timeout) <= 0:
         raise CliError(f"bad request.timeout.ms={timeout!r}: expected a positive number of milliseconds")

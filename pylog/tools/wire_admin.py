@@ -6,7 +6,8 @@ broker, as Kafka's Admin does), FindCoordinator (key type transaction) then Desc
 DescribeProducers (to each partition's leader, or to one named broker), WriteTxnMarkers (an abort
 marker, to the partition's leader), with Metadata for the brokers and leaders that route them.
 
-Owns: one blocking plain-TCP connection per broker and its ApiVersions (the highest version both sides
+Owns: one blocking connection per broker (TLS and a SASL login as `ClientSecurity` says, with the
+shared kafka_protocol.security pieces) and its ApiVersions (the highest version both sides
 speak, per API); turning answers into plain records; turning every failure (unreachable broker, an
 API the broker does not speak, an error code) into a `CliError` that names the problem and the fix.
 Frames are built and read by the shared sans-I/O codec (`kafka_protocol.client_codec`); sparklog's
@@ -19,6 +20,7 @@ from __future__ import annotations
 import dataclasses
 import itertools
 import socket
+import ssl
 import struct
 from dataclasses import dataclass
 from typing import Any, Iterable, Iterator
@@ -36,6 +38,8 @@ from kafka_protocol.client_codec import (
 from kafka_protocol.codec import entity_decoder
 from kafka_protocol.errors import ErrorCode
 from kafka_protocol.length_guard import LengthError, check_lengths
+from kafka_protocol.security.client_login import AuthenticationError, login
+from kafka_protocol.security.client_settings import ClientSecurity
 from pylog.tools.client import bootstrap_addresses
 from pylog.tools.errors import CliError
 
@@ -130,7 +134,8 @@ class ProducerState:
 class Connection:
     """One blocking TCP connection: ApiVersions once, then one request and its response at a time."""
 
-    def __init__(self, host: str, port: int, client_id: str, timeout_s: float, label: str | None = None) -> None:
+    def __init__(self, host: str, port: int, client_id: str, timeout_s: float, label: str | None = None,
+                 security: ClientSecurity = ClientSecurity()) -> None:
         self.address = f"{host}:{port}"
         self.label = label or f"the broker at {self.address}"
         self.client_id = client_id
@@ -140,10 +145,24 @@ class Connection:
         except OSError as e:
             raise CliError(f"broker unreachable at {self.address} ({e.strerror or e})") from None
         self._sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+        if security.tls:
+            try:
+                context = security.ssl_context()
+                assert context is not None
+                self._sock = context.wrap_socket(self._sock, server_hostname=host)
+            except (ssl.SSLError, OSError, ValueError) as e:
+                self._sock.close()
+                raise CliError(f"TLS with {self.label} failed: {e}; check the ssl.* settings of --command-config") from None
         answer = self.call(ApiKey.API_VERSIONS, 0, request_class(ApiKey.API_VERSIONS, 0)())
         if _code(answer.error_code) != 0:
             raise CliError(f"{self.label} refused ApiVersions: {error_name(_code(answer.error_code))}")
         self.offered = {int(a.api_key): (int(a.min_version), int(a.max_version)) for a in answer.api_keys}
+        if security.sasl:
+            try:
+                login(self.call, security, min(2, self.offered.get(int(ApiKey.SASL_AUTHENTICATE), (0, 0))[1]))
+            except AuthenticationError as e:
+                self.close()
+                raise CliError(f"{self.label}: {e}; check sasl.jaas.config in --command-config") from None
 
     def version(self, api: ApiKey) -> int:
         """The highest version of `api` both sides speak; a CliError naming the gap when there is none."""
@@ -204,8 +223,10 @@ class Connection:
 class WireAdmin:
     """The transaction admin calls against a cluster reached through `bootstrap`."""
 
-    def __init__(self, bootstrap: str, client_id: str = "pylog-transactions", timeout_s: float = 15.0) -> None:
+    def __init__(self, bootstrap: str, client_id: str = "pylog-transactions", timeout_s: float = 15.0,
+                 security: ClientSecurity = ClientSecurity()) -> None:
         self.bootstrap = bootstrap
+        self.security = security
         self.client_id = client_id
         self.timeout_s = timeout_s
         self.nodes: dict[int, Node] = {}
@@ -230,7 +251,7 @@ class WireAdmin:
             errors = []
             for host, port in bootstrap_addresses(self.bootstrap):
                 try:
-                    self._any = Connection(host, port, self.client_id, self.timeout_s)
+                    self._any = Connection(host, port, self.client_id, self.timeout_s, security=self.security)
                     break
                 except CliError as e:
                     errors.append(str(e).removeprefix("broker unreachable at "))
@@ -248,7 +269,7 @@ class WireAdmin:
                 known = ", ".join(str(n) for n in sorted(self.nodes)) or "none"
                 raise CliError(f"broker {node_id} is not in the cluster (brokers: {known})")
             conn = self._by_node[node_id] = Connection(node.host, node.port, self.client_id, self.timeout_s,
-                                                       f"broker {node_id} ({node.address})")
+                                                       f"broker {node_id} ({node.address})", self.security)
         return conn
 
     # Metadata

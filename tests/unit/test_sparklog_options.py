@@ -72,42 +72,63 @@ def test_write_options():
         parse_write_options({"topic": "t"})
 
 
-def test_a_plain_jaas_config_becomes_librdkafka_sasl_settings():
-    from sparklog.options import kafka_params
-
-    params = kafka_params({"kafka.bootstrap.servers": "b:1", "kafka.security.protocol": "SASL_SSL",
-                           "kafka.sasl.jaas.config": 'org.apache.kafka.common.security.plain.PlainLoginModule '
-                                                     'required username="alice" password="s3 \\"cret\\"";'})
-    assert params["sasl.username"] == "alice" and params["sasl.password"] == 's3 "cret"'
-    assert params["sasl.mechanism"] == "PLAIN" and "sasl.jaas.config" not in params
+JAAS_PLAIN = ('org.apache.kafka.common.security.plain.PlainLoginModule required username="alice" '
+              'password="s3 \\"cret\\"";')
+JAAS_SCRAM = 'org.apache.kafka.common.security.scram.ScramLoginModule required username="a" password="b";'
 
 
-def test_jaas_configs_that_cannot_translate_are_rejected_with_what_to_do():
-    import pytest
+def test_sparks_security_options_reach_the_native_client_and_librdkafka_in_their_own_names():
+    opts = parse_batch_options({"kafka.bootstrap.servers": "b:1", "subscribe": "t", "kafka.security.protocol": "SASL_SSL",
+                                "kafka.sasl.jaas.config": JAAS_PLAIN, "kafka.ssl.truststore.location": "/ca.pem",
+                                "kafka.ssl.truststore.type": "PEM"})
+    assert opts.security is not None and opts.security.protocol == "SASL_SSL"
+    assert (opts.security.mechanism, opts.security.username, opts.security.password) == ("PLAIN", "alice", 's3 "cret"')
+    assert dict(opts.security.ssl_settings) == {"ssl.truststore.location": "/ca.pem", "ssl.truststore.type": "PEM"}
+    assert not any(k.startswith(("sasl.", "ssl.", "security.")) for k in opts.kafka_params)
+    rd = opts.librdkafka_params
+    assert (rd["sasl.username"], rd["sasl.password"], rd["sasl.mechanism"]) == ("alice", 's3 "cret"', "PLAIN")
+    assert rd["ssl.ca.location"] == "/ca.pem" and "ssl.truststore.location" not in rd and "sasl.jaas.config" not in rd
+    assert "s3" not in repr(opts.security)
+    from sparklog.reader_settings import ReaderSettings
+    settings = ReaderSettings.from_options(opts)
+    assert settings.native and settings.client is not None and settings.client.security == opts.security
 
-    from sparklog.options import OptionError, kafka_params
 
+def test_security_options_that_cannot_work_are_rejected_with_what_to_do():
+    base = {"kafka.bootstrap.servers": "b:1", "subscribe": "t"}
     with pytest.raises(OptionError, match="GSSAPI or OAUTHBEARER"):
-        kafka_params({"kafka.sasl.jaas.config": "com.sun.security.auth.module.Krb5LoginModule required useKeyTab=true;"})
+        parse_batch_options({**base, "kafka.sasl.jaas.config": "com.sun.security.auth.module.Krb5LoginModule required useKeyTab=true;"})
     with pytest.raises(OptionError, match="SCRAM-SHA-256 or SCRAM-SHA-512"):
-        kafka_params({"kafka.sasl.jaas.config": 'org.apache.kafka.common.security.scram.ScramLoginModule required '
-                                                'username="a" password="b";'})
-    scram = kafka_params({"kafka.sasl.mechanism": "SCRAM-SHA-512", "kafka.sasl.jaas.config":
-                          'org.apache.kafka.common.security.scram.ScramLoginModule required username="a" password="b";'})
-    assert (scram["sasl.username"], scram["sasl.password"], scram["sasl.mechanism"]) == ("a", "b", "SCRAM-SHA-512")
+        parse_batch_options({**base, "kafka.security.protocol": "SASL_SSL", "kafka.sasl.jaas.config": JAAS_SCRAM})
+    with pytest.raises(OptionError, match="needs a user and password"):
+        parse_batch_options({**base, "kafka.security.protocol": "SASL_PLAINTEXT"})
+    with pytest.raises(OptionError, match="security.protocol=TLS"):
+        parse_batch_options({**base, "kafka.security.protocol": "TLS"})
+    with pytest.raises(OptionError, match="librdkafka reads a PEM truststore only"):
+        parse_batch_options({**base, "kafka.security.protocol": "SSL", "kafka.ssl.truststore.location": "/t.p12",
+                             "fetcher": "librdkafka"}).librdkafka_params
+    scram = parse_batch_options({**base, "kafka.security.protocol": "SASL_SSL", "kafka.sasl.mechanism": "SCRAM-SHA-512",
+                                 "kafka.sasl.jaas.config": JAAS_SCRAM})
+    assert scram.security is not None and (scram.security.username, scram.security.mechanism) == ("a", "SCRAM-SHA-512")
 
 
-def test_the_native_fetcher_is_chosen_for_plain_tcp_and_librdkafka_for_tls_or_sasl():
+def test_the_native_fetcher_speaks_tls_and_sasl_and_librdkafka_keeps_the_mechanisms_it_alone_has():
     from sparklog.reader_settings import ReaderSettings
 
     base = {"kafka.bootstrap.servers": "h:1", "subscribe": "t"}
     assert ReaderSettings.from_options(parse_batch_options(base)).native
-    for extra in ({"kafka.security.protocol": "SSL"}, {"kafka.sasl.mechanism": "PLAIN"},
-                  {"kafka.security.protocol": "SASL_PLAINTEXT"}, {"fetcher": "librdkafka"}):
+    for extra in ({"kafka.security.protocol": "SSL"},
+                  {"kafka.security.protocol": "SASL_SSL", "kafka.sasl.jaas.config": JAAS_PLAIN}):
+        assert ReaderSettings.from_options(parse_batch_options({**base, **extra})).native, extra
+    for extra in ({"kafka.security.protocol": "SASL_SSL", "kafka.sasl.mechanism": "GSSAPI"}, {"fetcher": "librdkafka"}):
         s = ReaderSettings.from_options(parse_batch_options({**base, **extra}))
         assert not s.native and s.client is None, extra
-    with pytest.raises(OptionError, match="fetcher 'native' speaks plain TCP only.*security.protocol=SSL"):
-        parse_batch_options({**base, "fetcher": "native", "kafka.security.protocol": "SSL"})
+    gssapi = parse_batch_options({**base, "kafka.security.protocol": "SASL_SSL", "kafka.sasl.mechanism": "GSSAPI",
+                                  "kafka.sasl.kerberos.service.name": "kafka"})
+    assert gssapi.security is None and gssapi.librdkafka_params["sasl.mechanism"] == "GSSAPI"
+    with pytest.raises(OptionError, match="fetcher 'native' logs in with PLAIN or SCRAM only"):
+        parse_batch_options({**base, "fetcher": "native", "kafka.security.protocol": "SASL_SSL",
+                             "kafka.sasl.mechanism": "OAUTHBEARER"})
     with pytest.raises(OptionError, match="fetcher must be one of auto, native, librdkafka, not 'fast'"):
         parse_batch_options({**base, "fetcher": "fast"})
 
@@ -137,16 +158,18 @@ def test_max_bytes_per_trigger_takes_byte_strings():
             parse_stream_options({**base, "maxBytesPerTrigger": bad})
 
 
-def test_the_native_producer_is_chosen_for_plain_tcp_and_librdkafka_for_tls_or_sasl():
+def test_the_native_producer_speaks_tls_and_sasl_and_librdkafka_keeps_the_mechanisms_it_alone_has():
     from sparklog.options import native_producer
 
     base = {"kafka.bootstrap.servers": "h:1", "topic": "t"}
     assert native_producer(parse_write_options(base))
     assert native_producer(parse_write_options({**base, "producer": "NATIVE"}))
-    for extra in ({"kafka.security.protocol": "SSL"}, {"kafka.sasl.mechanism": "PLAIN"}, {"producer": "librdkafka"}):
+    assert native_producer(parse_write_options({**base, "kafka.security.protocol": "SSL"}))
+    for extra in ({"kafka.security.protocol": "SASL_SSL", "kafka.sasl.mechanism": "GSSAPI"}, {"producer": "librdkafka"}):
         assert not native_producer(parse_write_options({**base, **extra})), extra
-    with pytest.raises(OptionError, match="producer 'native' speaks plain TCP only.*security.protocol=SASL_SSL"):
-        parse_write_options({**base, "producer": "native", "kafka.security.protocol": "SASL_SSL"})
+    with pytest.raises(OptionError, match="producer 'native' logs in with PLAIN or SCRAM only"):
+        parse_write_options({**base, "producer": "native", "kafka.security.protocol": "SASL_SSL",
+                             "kafka.sasl.mechanism": "GSSAPI"})
     with pytest.raises(OptionError, match="producer must be one of auto, native, librdkafka, not 'rust'"):
         parse_write_options({**base, "producer": "rust"})
 
