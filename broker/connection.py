@@ -43,6 +43,7 @@ from broker.apis.registry import CONTROLLER_API_TABLE, advertised, supported
 from broker.config import BrokerConfig
 from broker.context import CLIENT_HOST, SESSION, BrokerContext, Session
 from broker.security.authenticator import SASL_APIS
+from broker.apis.sasl import illegal_sasl_state_response
 from broker.security.endpoint import Endpoint
 from broker.log.fetch_slice import FetchSlice
 from kafka_protocol.framing import FrameError, FrameReceiver, RequestMemoryPool
@@ -268,8 +269,10 @@ class Connection(asyncio.BufferedProtocol):
             return
         if auth is not None and api_key not in SASL_APIS and not auth.may_serve(api_key):
             why = ("its SASL session expired (connections.max.reauth.ms)" if auth.principal is not None
-                   else f"{api.name} before a SASL login")
+                   and not auth.in_login else f"{api.name} before a SASL login")
             log.warning("closing connection %s on listener %s: %s", self.peer, self.session.listener, why)
+            if auth.in_login:        # Kafka answers ILLEGAL_SASL_STATE before closing, mid-login
+                self._out.append(encode_response(api_key, correlation_id, illegal_sasl_state_response(api_key, version)))
             self.close()
             return
         if (node is not None and not self._waited_for_cluster and not node.ready.is_set()
@@ -346,6 +349,8 @@ class Connection(asyncio.BufferedProtocol):
 
     def _respond(self, api_key: int, correlation_id: int, result: Any) -> None:
         if result is None:
+            if self.session.close_after_response:
+                self.close()
             return
         if isinstance(result, (bytes, bytearray)):
             self._out.append(result)

@@ -30,6 +30,7 @@ from broker.cluster.topic_registry import TopicRegistry
 from broker.config import BrokerConfig
 from broker.connection import Connection
 from broker.context import BrokerContext
+from broker.security import tls_alerts
 from broker.security.credentials import CredentialStore
 from broker.security.endpoint import Endpoint, build_endpoints
 from broker.security.listeners import Listener, configured_listeners, exposure_problem
@@ -119,6 +120,8 @@ class BrokerServer:
         dynamic_configs.load(cfg, self.data_dir)
         credentials = CredentialStore(self.data_dir)
         self.endpoints = build_endpoints(cfg, listeners, credentials)
+        if any(e.ssl_context is not None for e in self.endpoints):
+            tls_alerts.install()
         registry = TopicRegistry(self.data_dir, cfg.topic_defaults())
         logs = LogManager(self.data_dir, producer_id_expiration_ms=cfg["producer.id.expiration.ms"])
         replicas = ReplicaManager(cfg, registry, logs)

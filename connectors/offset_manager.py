@@ -65,14 +65,14 @@ class OffsetManager:
         return apps_in(list_app_transactions(self.table_path))
 
     def mirror_to_group(self, bootstrap: str, group_id: str, offsets: PartitionOffsets | None = None,
-                        **client_conf: str) -> PartitionOffsets:
+                        client_conf: Mapping[str, str] | None = None) -> PartitionOffsets:
         """Commit the table's offsets to a broker consumer group (generation -1), so lag tools see them."""
         offsets = offsets if offsets is not None else self.committed()
         tps = [TopicPartition(t, p, o) for (t, p), o in offsets.items()]
         if not tps:
             return offsets
         c = Consumer(with_logger({"bootstrap.servers": bootstrap, "group.id": group_id, "enable.auto.commit": False,
-                                  **client_conf}))
+                                  **(client_conf or {})}))
         try:
             for tp in c.commit(offsets=tps, asynchronous=False) or []:
                 if tp.error:

@@ -34,6 +34,7 @@ from jobs.rows import (
     job_rows,
     observed,
     observed_counts,
+    source_client_conf,
     source_options,
 )
 from jobs.sink_engine import check_keys, sink_choice
@@ -126,7 +127,8 @@ def run(cfg: JobConfig) -> int:
              observed_counts({OBSERVATION: observation.get} if observation is not None else None))
     if cfg.get("group.mirror"):
         try:
-            om.mirror_to_group(cfg.require("source.bootstrap.servers"), cfg.require("group.mirror"))
+            om.mirror_to_group(cfg.require("source.bootstrap.servers"), cfg.require("group.mirror"),
+                               client_conf=source_client_conf(cfg))
         except Exception as e:  # noqa: BLE001
             log.warning("could not mirror offsets to group %s: %s", cfg.get("group.mirror"), e)
     return 0

@@ -29,7 +29,7 @@ from connectors.delta_spark_commit import SparkBatch, commit_with_delta_spark
 from connectors.offset_manager import LiveLog, OffsetManager, live_log, resume_from, rewind_offsets
 from jobs.config import JobConfig, JobConfigError
 from jobs.progress import BatchProgress
-from jobs.rows import check_value_settings, job_rows, source_options
+from jobs.rows import check_value_settings, job_rows, source_client_conf, source_options
 from jobs.sink_engine import check_keys, keyed_state, sink_choice, table_columns
 from jobs.spark_session import build_session
 from sparklog.offsets import EARLIEST, PartitionOffsets, TopicPartition, format_tp, from_json, to_json
@@ -123,7 +123,7 @@ def run(cfg: JobConfig) -> int:
     elif kind == "version":
         starts = version_offsets(cfg, table, app_id, value, live)
     else:
-        starts = rewind_offsets(bootstrap, topics, timestamp_ms=value) if kind == "timestamp" else \
+        starts = rewind_offsets(bootstrap, topics, timestamp_ms=value, **source_client_conf(cfg)) if kind == "timestamp" else \
             {tp: live.earliest[tp] for tp in ends}
     records = backlog(starts, ends)
     choice = sink_choice(cfg)

@@ -128,6 +128,14 @@ def add_raw_columns(cfg: Any, table: str) -> None:
     add_missing_columns(table, raw_columns(cfg.get("value.schema"), cfg.get("value.on.error", "keep")))
 
 
+def source_client_conf(cfg: Any) -> dict[str, str]:
+    """librdkafka's settings for the jobs' own clients of the source brokers (group mirror, rewinds): the
+    `source.kafka.*` options, security translated (kafka_protocol.security.client_settings)."""
+    from sparklog.options import parse_batch_options
+
+    return parse_batch_options(source_options(cfg)).librdkafka_params
+
+
 def source_options(cfg: Any) -> dict[str, str]:
     """Reader options shared by the jobs, from `source.*` settings (Spark Kafka option names)."""
     opts = {"kafka.bootstrap.servers": cfg.require("source.bootstrap.servers"), "subscribe": ",".join(cfg.list("source.topics"))}

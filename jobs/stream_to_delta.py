@@ -40,7 +40,8 @@ from connectors.delta_sink import arrow_schema, writer_options
 from connectors.offset_manager import OffsetManager, declared_start, live_log
 from connectors.spark_checkpoint import progress
 from jobs.config import JobConfig
-from jobs.rows import add_raw_columns, check_value_settings, job_rows, observed, observed_counts, source_options
+from jobs.rows import (add_raw_columns, check_value_settings, job_rows, observed, observed_counts, source_client_conf,
+                       source_options)
 from jobs.supervise import supervise
 from jobs.sink_engine import DeltaSparkStreamWriter, check_keys, sink_choice, table_columns
 from jobs.spark_session import build_session
@@ -111,8 +112,10 @@ def plan_generation(cfg: JobConfig, base: Path, table: str, app_id: str, schema:
 class _ProgressLogger:
     """Logs one line per batch (rows, end offsets, lag) and mirrors the table's offsets into a group."""
 
-    def __init__(self, om: OffsetManager, bootstrap: str, group: str | None) -> None:
+    def __init__(self, om: OffsetManager, bootstrap: str, group: str | None,
+                 client_conf: dict[str, str] | None = None) -> None:
         self.om, self.bootstrap, self.group = om, bootstrap, group
+        self.client_conf = client_conf or {}
 
     @staticmethod
     def _offsets(raw: str | None) -> PartitionOffsets:
@@ -131,7 +134,7 @@ class _ProgressLogger:
             log.warning("batch %d: could not report progress: %s", progress.batchId, e)
         if self.group:
             try:
-                self.om.mirror_to_group(self.bootstrap, self.group)
+                self.om.mirror_to_group(self.bootstrap, self.group, client_conf=self.client_conf)
             except Exception as e:  # noqa: BLE001 - lag mirroring must never stop the job
                 log.warning("could not mirror offsets to group %s: %s", self.group, e)
 
@@ -170,4 +173,4 @@ def run(cfg: JobConfig) -> int:
                                            generation=plan.generation, checkpoint=str(plan.checkpoint)))
                  .trigger(**trigger).start())
     return supervise(query, _ProgressLogger(OffsetManager(table, app_id), cfg.require("source.bootstrap.servers"),
-                                             cfg.get("group.mirror")))
+                                             cfg.get("group.mirror"), source_client_conf(cfg)))

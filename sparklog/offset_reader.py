@@ -24,7 +24,7 @@ from sparklog import offsets as off
 from sparklog import client_configs
 from sparklog.kafka_log import with_logger
 from sparklog.options import OptionError, ReadOptions
-from sparklog.reachability import check_reachable
+from sparklog.reachability import check_login, check_reachable
 
 log = logging.getLogger(__name__)
 
@@ -69,6 +69,7 @@ class OffsetReader:
                 raise client_error(e, self._opts.kafka_params) from e
             try:
                 check_reachable(self._opts.bootstrap_servers)
+                check_login(self._opts.bootstrap_servers, self._opts.security)
             except Exception:
                 consumer.close()
                 raise

@@ -4,13 +4,16 @@ librdkafka and the sink's client retry an unreachable cluster for minutes (metad
 fetchOffset.numRetries; delivery.timeout.ms), which for the commonest mistake, a wrong host or port,
 means a user waits three minutes for a transport error. A TCP connection to one of the bootstrap
 addresses, retried for a few seconds (a broker that is just starting), tells that apart at once.
-Only connects; never speaks the protocol, so it says nothing about TLS or SASL settings.
+`check_login` then does the same for TLS and SASL settings: one connection of the native client (TLS
+handshake, SASL login) says in a second what librdkafka would report as a transport failure after its
+retries: an untrusted certificate, a wrong password.
 """
 from __future__ import annotations
 
 import socket
 import time
 
+from kafka_protocol.security.client_settings import ClientSecurity
 from sparklog.options import OptionError
 
 PROBE_TIMEOUT_S = 8.0
@@ -18,6 +21,26 @@ PROBE_TIMEOUT_S = 8.0
 
 class BrokerUnreachableError(OptionError):
     """No bootstrap server accepted a TCP connection: the message names each address and why."""
+
+
+class LoginRefusedError(OptionError):
+    """The TLS handshake or the SASL login with a reachable broker failed: the message says which setting to check."""
+
+
+def check_login(bootstrap_servers: str, security: ClientSecurity | None, timeout_ms: int = 10_000) -> None:
+    """With TLS or SASL settings, connect and log in once (the native client's handshake and login), else nothing."""
+    if security is None or not (security.tls or security.sasl):
+        return
+    from sparklog.kafka_client import BrokerConnection, BrokerUnavailableError, ClientConfig, KafkaClientError
+
+    host, port = _address(bootstrap_servers.split(",")[0])
+    try:
+        BrokerConnection(host, port, ClientConfig(bootstrap_servers, request_timeout_ms=timeout_ms,
+                                                  security=security)).close()
+    except BrokerUnavailableError:
+        return          # the retries that follow report an unavailable broker as they always have
+    except KafkaClientError as e:
+        raise LoginRefusedError(f"cannot log in to the Kafka broker at {e}") from None
 
 
 def _address(server: str) -> tuple[str, int]:

@@ -10,7 +10,7 @@ from typing import Any, Callable
 
 from kafka_protocol.api_keys import ApiKey
 from broker.apis import admin_configs, admin_topics, api_versions, fetch, list_offsets, metadata, produce
-from broker.apis import controller_requests, groups, leader_epochs, log_dirs, offsets, sasl, scram_users, transactions
+from broker.apis import client_quotas, controller_requests, groups, leader_epochs, log_dirs, offsets, sasl, scram_users, transactions
 
 
 def _api_versions(ctx: Any, req: Any) -> Any:
@@ -72,6 +72,7 @@ API_TABLE: dict[int, Api] = {
         Api(ApiKey.SASL_AUTHENTICATE, 0, 2, sasl.handle_sasl_authenticate),
         Api(ApiKey.DESCRIBE_USER_SCRAM_CREDENTIALS, 0, 0, scram_users.handle_describe_user_scram_credentials),
         Api(ApiKey.ALTER_USER_SCRAM_CREDENTIALS, 0, 0, scram_users.handle_alter_user_scram_credentials),
+        Api(ApiKey.DESCRIBE_CLIENT_QUOTAS, 0, 1, client_quotas.handle_describe_client_quotas),
     ]
 }
 

@@ -10,6 +10,7 @@ import datetime
 from typing import Any
 
 from broker.context import SESSION, BrokerContext, Session
+from broker.security.authenticator import AFTER_LOGIN
 from kafka_protocol.api_keys import ApiKey
 from kafka_protocol.builder import build
 from kafka_protocol.codec import Request, response_schema
@@ -38,11 +39,16 @@ def handle_sasl_authenticate(ctx: BrokerContext, req: Request) -> Any:
     session = _session()
     schema = response_schema(ApiKey.SASL_AUTHENTICATE, req.api_version)
     auth = session.authenticator
-    if auth is None:
-        return build(schema, {"error_code": ErrorCode.illegal_sasl_state, "error_message":
-                              f"SaslAuthenticate on listener {session.listener}, which has no SASL", "auth_bytes": b""})
+    if auth is None:       # Kafka's KafkaApis answers so on a listener without SASL
+        return build(schema, {"error_code": ErrorCode.illegal_sasl_state, "error_message": AFTER_LOGIN,
+                              "auth_bytes": b""})
+    was_in_login = auth.in_login
     result = auth.authenticate(bytes(req.body.auth_bytes), req.api_version)
-    response = build(schema, {"error_code": result.error, "error_message": result.message, "auth_bytes": result.token,
+    if not was_in_login and auth.state == "failed":        # before any SaslHandshake: closed, no answer
+        session.close_after_response = True
+        return None
+    response = build(schema, {"error_code": result.error, "error_message": result.message or "",
+                              "auth_bytes": result.token,
                               "session_lifetime": datetime.timedelta(milliseconds=result.session_lifetime_ms)})
     if auth.state == "complete" and auth.principal is not None:
         session.principal = auth.principal
@@ -56,3 +62,8 @@ async def _after(delay_s: float, response: Any) -> Any:
     """A failed login's answer, late (Kafka's delay slows password guessing without holding a thread)."""
     await asyncio.sleep(delay_s)
     return response
+
+
+def illegal_sasl_state_response(api_key: int, version: int) -> Any:
+    """The error answer to any other request sent in the middle of a login (Kafka's getErrorResponse)."""
+    return build(response_schema(api_key, version), {"error_code": ErrorCode.illegal_sasl_state, "throttle_time": 0})

@@ -17,11 +17,11 @@ _CODES = {name: code for code, name in MECHANISM_CODES.items()}
 def handle_describe_user_scram_credentials(ctx: BrokerContext, req: Request) -> Any:
     assert ctx.credentials is not None
     users = [u.name for u in req.body.users] if req.body.users else None     # null or empty: every user (Kafka)
-    results = [{"user": user, "error_code": code, "error_message": message,
+    results = [{"user": user, "error_code": code, "error_message": message or "",
                 "credential_infos": [{"mechanism": _CODES[m], "iterations": i} for m, i in infos]}
                for user, code, message, infos in ctx.credentials.describe(users)]
     return build(response_schema(ApiKey.DESCRIBE_USER_SCRAM_CREDENTIALS, req.api_version),
-                 {"throttle_time": 0, "error_code": ErrorCode.none, "error_message": None, "results": results})
+                 {"throttle_time": 0, "error_code": ErrorCode.none, "error_message": "", "results": results})
 
 
 def handle_alter_user_scram_credentials(ctx: BrokerContext, req: Request) -> Any:
@@ -31,6 +31,7 @@ def handle_alter_user_scram_credentials(ctx: BrokerContext, req: Request) -> Any
     upsertions = [Upsertion(u.name, MECHANISM_CODES.get(u.mechanism, ""), u.iterations, bytes(u.salt),
                             bytes(u.salted_password)) for u in body.upsertions]
     outcome = ctx.credentials.alter(deletions, upsertions)
-    results = [{"user": user, "error_code": code, "error_message": message} for user, (code, message) in outcome.items()]
+    results = [{"user": user, "error_code": code, "error_message": message or ""}     # Kafka's "" on success
+               for user, (code, message) in outcome.items()]
     return build(response_schema(ApiKey.ALTER_USER_SCRAM_CREDENTIALS, req.api_version),
                  {"throttle_time": 0, "results": results})

@@ -21,6 +21,29 @@ from kafka_protocol.security.principal import KafkaPrincipal
 from kafka_protocol.security.scram import MECHANISMS, Lookup, ScramError, ScramServer
 
 SASL_APIS = (ApiKey.SASL_HANDSHAKE, ApiKey.SASL_AUTHENTICATE)
+AFTER_LOGIN = "SaslAuthenticate request received after successful authentication"     # Kafka's words
+
+
+def _java_hash(text: str) -> int:
+    """Java's String.hashCode (over UTF-16 code units), as an unsigned 32-bit number."""
+    data = text.encode("utf-16-be")
+    h = 0
+    for i in range(0, len(data), 2):
+        h = (31 * h + int.from_bytes(data[i:i + 2], "big")) & 0xFFFFFFFF
+    return h
+
+
+def kafka_order(mechanisms: tuple[str, ...]) -> list[str]:
+    """The mechanisms in the order Kafka's broker lists them: a Java HashMap's iteration order (Kafka's
+    SaslChannelBuilder keys its JAAS contexts by mechanism), bucket by bucket, so clients see the same list."""
+    capacity = 16
+    while len(mechanisms) > capacity * 0.75:
+        capacity *= 2
+
+    def bucket(name: str) -> int:
+        h = _java_hash(name)
+        return (h ^ (h >> 16)) & (capacity - 1)
+    return sorted(mechanisms, key=lambda m: (bucket(m), mechanisms.index(m)))
 
 
 @dataclass(frozen=True)
@@ -63,20 +86,26 @@ class Authenticator:
         return self.expires_at_ms is not None and self._now_ms() >= self.expires_at_ms
 
     def may_serve(self, api_key: int) -> bool:
-        """May a request of `api_key` (not a SASL one) run now?"""
-        if api_key == ApiKey.API_VERSIONS:
+        """May a request of `api_key` (not a SASL one) run now? Between SaslHandshake and the end of the login
+        nothing else may (Kafka answers it ILLEGAL_SASL_STATE and closes: see `in_login`)."""
+        if api_key == ApiKey.API_VERSIONS and self.state in ("handshake", "complete"):
             return True
         return self.state == "complete" and self.principal is not None and not self.expired()
 
+    @property
+    def in_login(self) -> bool:
+        """Between a SaslHandshake and the end of its login."""
+        return self.state == "authenticate"
+
     def handshake(self, mechanism: str, version: int) -> tuple[ErrorCode, list[str]]:
-        enabled = list(self.settings.mechanisms)
+        enabled = kafka_order(self.settings.mechanisms)
         if self.state == "complete":
             if version < 1 or self.settings.reauth_ms <= 0:
-                return ErrorCode.illegal_sasl_state, enabled       # no re-authentication without a lifetime
+                return ErrorCode.illegal_sasl_state, []            # no re-authentication without a lifetime
             self._previous = self.principal
         elif self.state != "handshake":
             self.state = "failed"
-            return ErrorCode.illegal_sasl_state, enabled
+            return ErrorCode.illegal_sasl_state, []
         if mechanism not in enabled:
             self.state = "failed"
             return ErrorCode.unsupported_sasl_mechanism, enabled
@@ -87,10 +116,13 @@ class Authenticator:
         return ErrorCode.none, enabled
 
     def authenticate(self, token: bytes, version: int = 0) -> AuthResult:
+        """The answer to a SaslAuthenticate. Before any SaslHandshake the state becomes "failed" and the
+        connection closes with no answer (Kafka's); after a completed login the answer is ILLEGAL_SASL_STATE."""
+        if self.state == "complete":
+            return AuthResult(ErrorCode.illegal_sasl_state, AFTER_LOGIN, b"")
         if self.state != "authenticate" or self.mechanism is None:
-            if self.state != "complete":
-                self.state = "failed"
-            return AuthResult(ErrorCode.illegal_sasl_state, "SaslAuthenticate before a SaslHandshake", b"")
+            self.state = "failed"
+            return AuthResult(ErrorCode.illegal_sasl_state, None, b"")
         self._authenticate_version = version
         try:
             if self._scram is not None:

@@ -70,13 +70,15 @@ class CredentialStore:
         """(user, error, message, [(mechanism, iterations)]) for `users` (None: every user with a credential)."""
         names = sorted(self._users) if users is None else list(users)
         out: list[Described] = []
-        seen: set[str] = set()
-        for name in names:
-            if name in seen:
+        twice = {n for n in names if names.count(n) > 1}
+        for name in dict.fromkeys(names):       # each name once, in request order (Kafka's ZkAdminManager)
+            if name in twice:
                 out.append((name, ErrorCode.duplicate_resource, f"Cannot describe SCRAM credentials for the same "
                             f"user twice in a single request: {name}", []))
                 continue
-            seen.add(name)
+            if not name:
+                out.append((name, ErrorCode.resource_not_found, "Username must not be empty", []))
+                continue
             creds = self._users.get(name)
             if not creds:
                 out.append((name, ErrorCode.resource_not_found, f"Attempt to describe a user credential that does "

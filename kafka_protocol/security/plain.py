@@ -22,7 +22,7 @@ def authenticate(token: bytes, check: Callable[[str, str], bool]) -> str:
     """The authenticated user of `token`, or PlainError. `check(user, password)` says if they match."""
     parts = token.split(b"\0")
     if len(parts) != 3:
-        raise PlainError("Invalid SASL/PLAIN response: expected 3 tokens")
+        raise PlainError(f"Invalid SASL/PLAIN response: expected 3 tokens, got {len(parts)}")
     try:
         authzid, user, password = (p.decode("utf-8") for p in parts)
     except UnicodeDecodeError:
@@ -31,10 +31,10 @@ def authenticate(token: bytes, check: Callable[[str, str], bool]) -> str:
         raise PlainError("Authentication failed: username not specified")
     if not password:
         raise PlainError("Authentication failed: password not specified")
-    if authzid and authzid != user:
-        raise PlainError("Authentication failed: Client requested an authorization id that is different from username")
     if not check(user, password):
         raise PlainError("Authentication failed: Invalid username or password")
+    if authzid and authzid != user:      # checked after the password, as Kafka's PlainSaslServer does
+        raise PlainError("Authentication failed: Client requested an authorization id that is different from username")
     return user
 
 

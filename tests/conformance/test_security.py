@@ -47,6 +47,7 @@ from kio.schema.metadata.v12.request import MetadataRequest
 from kio.schema.sasl_authenticate.v2.request import SaslAuthenticateRequest
 from kio.schema.sasl_handshake.v0.request import SaslHandshakeRequest as SaslHandshakeRequestV0
 from kio.schema.sasl_handshake.v1.request import SaslHandshakeRequest
+from kio.static.primitive import i8, i32
 
 from kafka_protocol.security.scram import MECHANISM_CODES, ScramClient, ScramError, salted_password
 from peers.kafka import KafkaZkBroker
@@ -137,7 +138,7 @@ def _upsertion(user: str, mechanism: int, password: str, iterations: int) -> Scr
     """An upsertion with a fixed salt (the same on both brokers); an unknown mechanism salts with SHA-256."""
     salt = f"salt-{user}-{mechanism}-{iterations}".encode()
     salted = salted_password(MECHANISM_CODES.get(mechanism, "SCRAM-SHA-256"), password, salt, iterations)
-    return ScramCredentialUpsertion(name=user, mechanism=mechanism, iterations=iterations, salt=salt,
+    return ScramCredentialUpsertion(name=user, mechanism=i8(mechanism), iterations=i32(iterations), salt=salt,
                                     salted_password=salted)
 
 
@@ -163,17 +164,20 @@ def _describe(conn: Conn, users: tuple[str, ...] | None) -> Any:
 
 
 def _delete(user: str, mechanism: int) -> ScramCredentialDeletion:
-    return ScramCredentialDeletion(name=user, mechanism=mechanism)
+    return ScramCredentialDeletion(name=user, mechanism=i8(mechanism))
 
 
-def _handshake(conn: Conn, mechanism: str, version: int = 1) -> Any:
+def _handshake(conn: Conn, mechanism: str, version: int = 1, order: bool = False) -> Any:
+    """SaslHandshake's error and mechanisms (as a set; with `order`, also their order: Kafka's is the iteration
+    order of a Java HashMap of the names, PLAIN, SCRAM-SHA-512, SCRAM-SHA-256 here, not the configured one)."""
     request = (SaslHandshakeRequest if version == 1 else SaslHandshakeRequestV0)(mechanism=mechanism)
     resp = conn.send(request)
     if isinstance(resp, str):
         return resp
-    # the set, and apart the order (Kafka's is that of a Java HashMap of the names, not the configured order)
-    return {"error": _name(resp.error_code), "mechanisms": sorted(resp.mechanisms),
-            "mechanisms in order": list(resp.mechanisms)}
+    out: dict[str, Any] = {"error": _name(resp.error_code), "mechanisms": sorted(resp.mechanisms)}
+    if order:
+        out["mechanisms in order"] = list(resp.mechanisms)
+    return out
 
 
 def _authenticate(conn: Conn, token: bytes) -> tuple[Any, Any]:
@@ -185,17 +189,25 @@ def _authenticate(conn: Conn, token: bytes) -> tuple[Any, Any]:
              "session_lifetime_ms": int(resp.session_lifetime.total_seconds() * 1000)}, resp)
 
 
-def _probe_before_login(conn: Conn) -> str:
-    """Whether the broker still answers on the connection (an ApiVersions, allowed before a login)."""
+def _api_versions(conn: Conn) -> str:
     resp = conn.send(ApiVersionsRequest(client_software_name="conformance", client_software_version="1"))
-    return resp if isinstance(resp, str) else f"answered {_name(resp.error_code)}"
+    return resp if isinstance(resp, str) else f"ApiVersions answered {_name(resp.error_code)}"
 
 
-def _probe_served(conn: Conn) -> str:
-    """Whether the broker serves an ordinary request (Metadata for no topic) on the connection."""
+def _metadata(conn: Conn) -> str:
+    """A Metadata for no topic: an ordinary request, served after a login (Kafka's error answer lists no broker)."""
     resp = conn.send(MetadataRequest(topics=(), allow_auto_topic_creation=False,
                                      include_topic_authorized_operations=False))
-    return resp if isinstance(resp, str) else "answered"
+    return resp if isinstance(resp, str) else f"Metadata answered, {len(resp.brokers)} broker(s)"
+
+
+def _then(conn: Conn, probe: Callable[[Conn], str]) -> list[str]:
+    """What the broker does next on the connection: `probe`'s outcome and, unless it closed the connection,
+    an ApiVersions' (allowed before a login, so still answered if the connection is in a sound state)."""
+    out = [probe(conn)]
+    if out[0] not in (CLOSED, NO_ANSWER):
+        out.append(_api_versions(conn))
+    return out
 
 
 def _plain_token(authzid: str, user: str, password: str) -> bytes:
@@ -210,7 +222,7 @@ def _plain_login(peer: Peer, seen: "Observed", label: str, token: bytes) -> None
         if not isinstance(resp, str):
             seen(f"{label}: server token", bytes(resp.auth_bytes))
         ok = isinstance(observed, dict) and observed["error"] == "none"
-        seen(f"{label}: afterwards", _probe_served(conn) if ok else _probe_before_login(conn))
+        seen(f"{label}: afterwards", _then(conn, _metadata if ok else _api_versions))
 
 
 def _server_first_shape(token: bytes) -> dict[str, Any]:
@@ -234,7 +246,7 @@ def _scram_login(peer: Peer, seen: "Observed", label: str, mechanism: str, user:
         observed, resp = _authenticate(conn, client.first() if first is None else first)
         seen(f"{label}: client-first", observed)
         if isinstance(resp, str) or resp.error_code != ErrorCode.none:
-            seen(f"{label}: afterwards", _probe_before_login(conn))
+            seen(f"{label}: afterwards", _then(conn, _api_versions))
             return
         server_first = bytes(resp.auth_bytes)
         seen(f"{label}: server-first", _server_first_shape(server_first))
@@ -242,14 +254,14 @@ def _scram_login(peer: Peer, seen: "Observed", label: str, mechanism: str, user:
         observed, resp = _authenticate(conn, token)
         seen(f"{label}: client-final", observed)
         if isinstance(resp, str) or resp.error_code != ErrorCode.none:
-            seen(f"{label}: afterwards", _probe_before_login(conn))
+            seen(f"{label}: afterwards", _then(conn, _api_versions))
             return
         try:
             client.verify(bytes(resp.auth_bytes))
             seen(f"{label}: server-final", "verified")
         except ScramError as e:
             seen(f"{label}: server-final", f"refused: {e}")
-        seen(f"{label}: afterwards", _probe_served(conn))
+        seen(f"{label}: afterwards", _then(conn, _metadata))
 
 
 def _scram_logs_in(peer: Peer, mechanism: str, user: str, password: str) -> bool:
@@ -310,7 +322,7 @@ def _setup_users(peer: Peer) -> None:
         with peer.connect("PLAINTEXT") as conn:
             results = _alter(conn, upsertions=tuple(_upsertion(ALICE, m, ALICE_PASSWORD, i)
                                                     for m, i in ALICE_ITERATIONS.items()))
-        if results != [(ALICE, "not_controller", None)] and "not_controller" not in repr(results):
+        if not any(code == "not_controller" for _user, code, _message in results):
             break
         if time.monotonic() > deadline:
             raise TimeoutError(f"{peer.name}: no controller after 60 s")
@@ -376,7 +388,8 @@ def compare(peers: dict[str, Peer], scenario: Scenario,
         expect(kafka)
     pylog = _run(peers["pylog"], scenario)
     diff = differences(pylog, kafka)
-    assert not diff, f"{scenario.__name__}: pylog and Kafka differ:\n  " + "\n  ".join(diff)
+    test = scenario.__qualname__.split(".")[0]
+    assert not diff, f"{test}: pylog and Kafka differ:\n  " + "\n  ".join(diff)
     return kafka
 
 
@@ -390,29 +403,38 @@ def test_handshake(peers: dict[str, Peer]) -> None:
     def scenario(peer: Peer, seen: Observed) -> None:
         for mechanism in MECHANISMS:
             with peer.connect() as conn:
-                seen(f"v1 {mechanism}", _handshake(conn, mechanism))
-                seen(f"v1 {mechanism}: afterwards", _probe_before_login(conn))
+                seen(f"v1 {mechanism}", _handshake(conn, mechanism, order=True))
+                seen(f"v1 {mechanism}: then", _then(conn, _api_versions))
         with peer.connect() as conn:
-            seen("v0 PLAIN", _handshake(conn, "PLAIN", version=0))
+            seen("v0 PLAIN", _handshake(conn, "PLAIN", version=0, order=True))
         for mechanism in ("GSSAPI", "OAUTHBEARER", "plain", ""):
             with peer.connect() as conn:
-                seen(f"v1 {mechanism!r}", _handshake(conn, mechanism))
-                seen(f"v1 {mechanism!r}: afterwards", _probe_before_login(conn))
+                seen(f"v1 {mechanism!r}", _handshake(conn, mechanism, order=True))
+                seen(f"v1 {mechanism!r}: then", _then(conn, _api_versions))
         with peer.connect() as conn:
-            seen("v1 PLAIN, twice: first", _handshake(conn, "PLAIN"))
-            seen("v1 PLAIN, twice: second", _handshake(conn, "PLAIN"))
+            seen("v1 PLAIN twice: first", _handshake(conn, "PLAIN"))
+            seen("v1 PLAIN twice: second", _handshake(conn, "PLAIN"))
+            seen("v1 PLAIN twice: then", _then(conn, _api_versions))
         with peer.connect("PLAINTEXT") as conn:
-            seen("PLAINTEXT listener: v1 PLAIN", _handshake(conn, "PLAIN"))
-            seen("PLAINTEXT listener: afterwards", _probe_served(conn))
-            observed, _ = _authenticate(conn, _plain_token("", "bob", "bob-secret"))
-            seen("PLAINTEXT listener: SaslAuthenticate", observed)
-            seen("PLAINTEXT listener: afterwards 2", _probe_served(conn))
+            seen("PLAINTEXT listener: SaslHandshake PLAIN", _handshake(conn, "PLAIN"))
+            seen("PLAINTEXT listener: then", _then(conn, _metadata))
+            seen("PLAINTEXT listener: SaslAuthenticate", _authenticate(conn, _plain_token("", "bob", "bob-secret"))[0])
+            seen("PLAINTEXT listener: then 2", _then(conn, _metadata))
 
     def expect(k: dict[str, Any]) -> None:
-        assert k["v1 PLAIN"]["error"] == "none" and k["v1 PLAIN"]["mechanisms"] == sorted(MECHANISMS)
+        assert k["v1 PLAIN"] == {"error": "none", "mechanisms": sorted(MECHANISMS),
+                                 "mechanisms in order": ["PLAIN", "SCRAM-SHA-512", "SCRAM-SHA-256"]}
+        # after a handshake only SaslAuthenticate is accepted: another request gets its error answer, then the close
+        assert k["v1 PLAIN: then"] == ["ApiVersions answered illegal_sasl_state", CLOSED]
         assert k["v1 'GSSAPI'"]["error"] == "unsupported_sasl_mechanism"
         assert k["v1 'GSSAPI'"]["mechanisms"] == sorted(MECHANISMS)
-        assert k["PLAINTEXT listener: v1 PLAIN"]["error"] == "illegal_sasl_state"
+        assert k["v1 'GSSAPI': then"] == [CLOSED]
+        assert k["v1 PLAIN twice: second"] == {"error": "illegal_sasl_state", "mechanisms": []}
+        assert k["PLAINTEXT listener: SaslHandshake PLAIN"] == {"error": "illegal_sasl_state", "mechanisms": []}
+        assert k["PLAINTEXT listener: SaslAuthenticate"] == {
+            "error": "illegal_sasl_state", "message": "SaslAuthenticate request received after successful authentication",
+            "session_lifetime_ms": 0}
+        assert k["PLAINTEXT listener: then 2"] == ["Metadata answered, 1 broker(s)", "ApiVersions answered none"]
 
     compare(peers, scenario, expect)
 
@@ -434,10 +456,19 @@ def test_plain_logins(peers: dict[str, Peer]) -> None:
         _plain_login(peer, seen, "garbage", b"garbage")
 
     def expect(k: dict[str, Any]) -> None:
-        assert k["right password: authenticate"] == {"error": "none", "message": None, "session_lifetime_ms": 0}
-        assert k["right password: afterwards"] == "answered"
-        assert k["wrong password: authenticate"]["error"] == "sasl_authentication_failed"
-        assert k["wrong password: afterwards"] == CLOSED
+        # Kafka's generated messages default a string field to "", sent as such (not null) on success
+        assert k["right password: authenticate"] == {"error": "none", "message": "", "session_lifetime_ms": 0}
+        assert k["right password: afterwards"] == ["Metadata answered, 1 broker(s)", "ApiVersions answered none"]
+        assert k["wrong password: authenticate"] == {
+            "error": "sasl_authentication_failed", "message": "Authentication failed: Invalid username or password",
+            "session_lifetime_ms": 0}
+        assert k["wrong password: afterwards"] == [CLOSED]
+        assert k["authzid other than user: authenticate"]["message"] == (
+            "Authentication failed: Client requested an authorization id that is different from username")
+        # the password is checked before the authorization id
+        assert k["authzid other than user, wrong password: authenticate"]["message"] == (
+            "Authentication failed: Invalid username or password")
+        assert k["two fields: authenticate"]["message"] == "Invalid SASL/PLAIN response: expected 3 tokens, got 2"
 
     compare(peers, scenario, expect)
 
@@ -470,10 +501,18 @@ def test_scram_logins(peers: dict[str, Peer]) -> None:
                      final=_no_proof)
 
     def expect(k: dict[str, Any]) -> None:
+        assert k["SCRAM-SHA-256 right password: server-first"] == {
+            "keys": ["r", "s", "i"], "nonce extends the client's": True, "salt": b"salt-alice-1-4096",
+            "iterations": "4096"}
         assert k["SCRAM-SHA-256 right password: server-final"] == "verified"
-        assert k["SCRAM-SHA-256 right password: afterwards"] == "answered"
-        assert k["wrong password: client-final"]["error"] == "sasl_authentication_failed"
-        assert k["wrong password: afterwards"] == CLOSED
+        assert k["SCRAM-SHA-256 right password: afterwards"] == ["Metadata answered, 1 broker(s)",
+                                                                 "ApiVersions answered none"]
+        # every SCRAM failure, whatever its cause, gets the same message
+        for label in ("wrong password: client-final", "unknown user: client-first", "garbage client-first: client-first",
+                      "garbage client-final: client-final", "client-final with a wrong nonce: client-final"):
+            assert k[label] == {"error": "sasl_authentication_failed", "message": FAILED_SCRAM_256,
+                                "session_lifetime_ms": 0}, label
+        assert k["wrong password: afterwards"] == [CLOSED]
 
     compare(peers, scenario, expect)
 
@@ -482,24 +521,28 @@ def test_requests_out_of_order(peers: dict[str, Peer]) -> None:
     def scenario(peer: Peer, seen: Observed) -> None:
         with peer.connect() as conn:
             seen("SaslAuthenticate before SaslHandshake", _authenticate(conn, _plain_token("", "bob", "bob-secret"))[0])
-            seen("SaslAuthenticate before SaslHandshake: afterwards", _probe_before_login(conn))
+            seen("SaslAuthenticate before SaslHandshake: then", _then(conn, _api_versions))
         with peer.connect() as conn:
-            seen("Metadata before login", _probe_served(conn))
+            seen("Metadata before login", _then(conn, _metadata))
         with peer.connect() as conn:
-            seen("ApiVersions before login", _probe_before_login(conn))
-            seen("Metadata after ApiVersions, before login", _probe_served(conn))
+            seen("ApiVersions, then Metadata before login", [_api_versions(conn)] + _then(conn, _metadata))
         with peer.connect() as conn:
             seen("Metadata between SaslHandshake and SaslAuthenticate: handshake", _handshake(conn, "PLAIN"))
-            seen("Metadata between SaslHandshake and SaslAuthenticate", _probe_served(conn))
+            seen("Metadata between SaslHandshake and SaslAuthenticate", _then(conn, _metadata))
         with peer.connect() as conn:
             seen("after login: handshake", _handshake(conn, "PLAIN"))
             seen("after login: authenticate", _authenticate(conn, _plain_token("", "bob", "bob-secret"))[0])
             seen("after login: SaslHandshake again", _handshake(conn, "PLAIN"))
-            seen("after login: afterwards", _probe_served(conn))
+            seen("after login: SaslAuthenticate again",
+                 _authenticate(conn, _plain_token("", "bob", "bob-secret"))[0])
+            seen("after login: then", _then(conn, _metadata))
 
     def expect(k: dict[str, Any]) -> None:
-        assert k["Metadata before login"] == CLOSED
-        assert k["SaslAuthenticate before SaslHandshake"] == CLOSED
+        assert k["SaslAuthenticate before SaslHandshake"] == CLOSED        # no answer at all
+        assert k["Metadata before login"] == [CLOSED]
+        assert k["ApiVersions, then Metadata before login"] == ["ApiVersions answered none", CLOSED]
+        assert k["Metadata between SaslHandshake and SaslAuthenticate"] == ["Metadata answered, 0 broker(s)", CLOSED]
+        assert k["after login: SaslHandshake again"] == {"error": "illegal_sasl_state", "mechanisms": []}
 
     compare(peers, scenario, expect)
 
@@ -521,10 +564,15 @@ def test_describe(peers: dict[str, Peer]) -> None:
             seen("empty user name", _describe(conn, ("",)))
 
     def expect(k: dict[str, Any]) -> None:
-        alice = (ALICE, "none", None, sorted(ALICE_ITERATIONS.items()))
-        assert k["all users (null)"] == {"error": "none", "message": None, "results": [alice]}
-        assert k["unknown user"]["results"][0][1] == "resource_not_found"
-        assert k["alice twice"]["results"][0][1] == "duplicate_resource"
+        alice = (ALICE, "none", "", sorted(ALICE_ITERATIONS.items()))
+        assert k["all users (null)"] == k["all users (empty list)"] == {"error": "none", "message": "", "results": [alice]}
+        assert k["unknown user"]["results"] == [
+            ("nobody", "resource_not_found", "Attempt to describe a user credential that does not exist: nobody", [])]
+        # a name given twice gets one result: the duplicate error alone
+        assert k["alice twice"]["results"] == [
+            (ALICE, "duplicate_resource",
+             "Cannot describe SCRAM credentials for the same user twice in a single request: alice", [])]
+        assert k["empty user name"]["results"] == [("", "resource_not_found", "Username must not be empty", [])]
 
     compare(peers, scenario, expect)
 
@@ -554,7 +602,9 @@ def test_alter_upsert_and_delete(peers: dict[str, Peer]) -> None:
                                                               works=False))
 
     def expect(k: dict[str, Any]) -> None:
-        assert k["upsert carol SHA-256"] == [("carol", "none", None)]
+        assert k["upsert carol SHA-256"] == [("carol", "none", "")]
+        assert k["delete carol SHA-512 (none stored)"] == [
+            ("carol", "resource_not_found", "Attempt to delete a user credential that does not exist")]
         assert k["carol logs in (SHA-256)"] is True
         assert k["carol logs in after the deletion"] is False
 
@@ -594,7 +644,10 @@ def test_alter_invalid(peers: dict[str, Peer]) -> None:
         assert k["too few iterations (4095)"] == [("dave", "unacceptable_credential", "Too few iterations")]
         assert k["too many iterations (16385)"] == [("dave", "unacceptable_credential", "Too many iterations")]
         assert k["unknown mechanism 0"][0][1] == "unsupported_sasl_mechanism"
-        assert k["empty user name"][0][1] == "unacceptable_credential"
+        assert k["empty user name"] == [("", "unacceptable_credential", "Username must not be empty")]
+        assert k["same user and mechanism twice"] == [
+            ("frank", "duplicate_resource", "A user credential cannot be altered twice in the same request")]
+        assert k["one invalid, one valid change of one user"] == [("heidi", "unacceptable_credential", "Too few iterations")]
 
     compare(peers, scenario, expect)
 
@@ -618,6 +671,8 @@ def test_alter_both_mechanisms_of_one_user(peers: dict[str, Peer]) -> None:
             seen("describe ivan, all deleted", _describe(conn, ("ivan",)))
 
     def expect(k: dict[str, Any]) -> None:
-        assert k["describe ivan"]["results"] == [("ivan", "none", None, [(SHA256, 4096), (SHA512, 5000)])]
+        # one result per user, not per credential
+        assert k["upsert ivan SHA-256 and SHA-512"] == [("ivan", "none", "")]
+        assert k["describe ivan"]["results"] == [("ivan", "none", "", [(SHA256, 4096), (SHA512, 5000)])]
 
     compare(peers, scenario, expect)

@@ -155,8 +155,9 @@ def test_kafka_configs_creates_a_scram_user_who_then_logs_in(secure: SecureBroke
 
 def test_a_wrong_password_or_no_client_certificate_ends_the_tool_with_its_error_within_seconds(
         secure: SecureBroker, tmp_path: Path) -> None:
-    wrong = config_file(tmp_path, "wrong", secure.java_properties("SASL_SSL", "SCRAM-SHA-512", "alice", "not-her-password"))
-    output = refused("kafka-topics", "--bootstrap-server", secure.bootstrap("SASL_SSL"), "--command-config", wrong, "--list")
+    wrong = config_file(tmp_path, "wrong", secure.java_properties("SASL_SSL", "SCRAM-SHA-512", "alice", "not-hers"))
+    output = refused("kafka-topics", "--bootstrap-server", secure.bootstrap("SASL_SSL"),
+                     "--command-config", wrong, "--list")
     assert ("org.apache.kafka.common.errors.SaslAuthenticationException: Authentication failed during authentication "
             "due to invalid credentials with SASL mechanism SCRAM-SHA-512") in output, output[-3000:]
 
