@@ -57,6 +57,7 @@ class BrokerContext:
     transactions: "TransactionCoordinator | None" = None
     fetch_sessions: FetchSessionCache = field(default_factory=FetchSessionCache)
     credentials: "CredentialStore | None" = None
+    reload_tls: Callable[[], None] | None = None     # load the TLS listeners' changed keys and trust (KIP-226)
 
     def now_ms(self) -> int:
         return int(self.clock() * 1000)

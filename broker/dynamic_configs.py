@@ -12,7 +12,7 @@ from __future__ import annotations
 import json
 import logging
 from pathlib import Path
-from typing import TYPE_CHECKING, Mapping
+from typing import TYPE_CHECKING, Callable, Mapping
 
 from broker.config import DYNAMIC_SCOPES, BrokerConfig
 from kafka_protocol.errors import InvalidRequestError
@@ -47,11 +47,23 @@ def load(config: BrokerConfig, data_dir: Path) -> None:
 
 
 def apply(config: BrokerConfig, replicas: "ReplicaManager", data_dir: Path, scope: str,
-          settings: Mapping[str, str], validate_only: bool = False) -> None:
-    """Replace `scope`'s dynamic settings, keep them on disk, and give topics the new defaults."""
+          settings: Mapping[str, str], validate_only: bool = False,
+          reload_tls: Callable[[], None] | None = None) -> None:
+    """Replace `scope`'s dynamic settings, keep them on disk, and give topics the new defaults. A change of a
+    TLS setting (ssl.*, or a listener's own) reloads the listeners' keys and trust with `reload_tls`; when that
+    fails the old settings stay and InvalidRequestError says why."""
+    before = config.dynamic(scope)
     config.set_dynamic(scope, settings, check_only=validate_only)
     if validate_only:
         return
+    changed = {k for k in set(before) | set(settings) if before.get(k) != settings.get(k)}
+    if reload_tls is not None and any(k.startswith(("ssl.", "listener.name.")) for k in changed):
+        try:
+            reload_tls()
+        except ValueError as e:       # TlsConfigError: the new key or certificate cannot be used
+            config.set_dynamic(scope, {k: v for k, v in before.items() if v is not None})
+            reload_tls()
+            raise InvalidRequestError(f"Invalid dynamic TLS configuration: {e}") from None
     data_dir.mkdir(parents=True, exist_ok=True)
     atomic_write(data_dir / FILE_NAME, json.dumps({s: config.dynamic(s) for s in DYNAMIC_SCOPES},
                                                   sort_keys=True).encode())

@@ -166,6 +166,7 @@ class BrokerServer:
             fetch_sessions=FetchSessionCache(cfg["max.incremental.fetch.session.cache.slots"],
                                              cfg["min.incremental.fetch.session.eviction.ms"]),
             credentials=credentials,
+            reload_tls=self.reload_tls,
         )
         for server in self._servers:
             await server.start_serving()
@@ -180,6 +181,12 @@ class BrokerServer:
         for lst in self.listeners[1:] if len(self.listeners) > 1 else ():
             log.info("listener %s (%s) on %s:%d, advertised as %s:%d", lst.name, lst.protocol, lst.host or "0.0.0.0",
                      lst.port, lst.advertised_host, lst.advertised_port)
+
+    def reload_tls(self) -> None:
+        """A dynamic TLS setting changed: every TLS listener loads its keystore and truststore again (new
+        connections get them; open ones keep theirs). TlsConfigError when one cannot be used."""
+        for endpoint in self.endpoints:
+            endpoint.reload_tls(self.config)
 
     async def _join_cluster(self, replicas: ReplicaManager, groups: GroupService,
                             transactions: TransactionCoordinator) -> ClusterNode:

@@ -99,7 +99,8 @@ def _broker_configs(ctx: BrokerContext, name: str, keys: Any, synonyms: bool, do
 
 def _alter_broker(ctx: BrokerContext, name: str, settings: dict[str, str], validate_only: bool) -> None:
     scope = dynamic_configs.scope_of(name, ctx.node_id)
-    dynamic_configs.apply(ctx.config, ctx.replicas, ctx.config.data_dir, scope, settings, validate_only)
+    dynamic_configs.apply(ctx.config, ctx.replicas, ctx.config.data_dir, scope, settings, validate_only,
+                          reload_tls=ctx.reload_tls)
 
 
 def _broker_operations(current: dict[str, str | None], ops: Any) -> dict[str, str]:

@@ -43,7 +43,8 @@ class Endpoint:
         return KafkaPrincipal.user(name) if name is not None else None
 
     def reload_tls(self, cfg: BrokerConfig) -> None:
-        """Load the listener's (changed) keystore and truststore into its live context."""
+        """Load the listener's (changed) keystore and truststore into its live context. OpenSSL adds trusted CAs
+        but cannot drop one: a CA removed from the truststore stays trusted until the broker restarts."""
         if self.ssl_context is None:
             return
         settings = cfg.listener_settings(self.listener.name)

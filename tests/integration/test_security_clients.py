@@ -277,3 +277,42 @@ def test_ten_thousand_failed_logins_leave_the_broker_responsive_for_a_healthy_cl
     assert refused == 10_000
     assert latencies and max(latencies) < 5.0, latencies
     assert _rss_kib(pid) - rss_before < 200 * 1024
+
+
+def test_a_new_certificate_is_loaded_by_a_dynamic_config_change_and_a_bad_one_is_refused(secure: SecureBroker,
+                                                                                          tmp_path: Path) -> None:
+    """Kafka's certificate rotation: AlterConfigs of listener.name.<listener>.ssl.keystore.location, no restart.
+    Runs last in this module: it leaves the original certificate in place again."""
+    from confluent_kafka.admin import AlterConfigOpType, ConfigEntry, ConfigResource
+    from tests.support.certs import CertificateAuthority
+    new_ca = CertificateAuthority("the new CA")
+    new_ca.write_pem(tmp_path / "new-ca.pem")
+    new_ca.issue("localhost", hosts=("127.0.0.1", "localhost")).write_pem(tmp_path / "new-broker.pem")
+    admin = AdminClient({"bootstrap.servers": secure.plaintext})
+    key = "listener.name.sasl_ssl.ssl.keystore.location"
+
+    def set_keystore(path: Path) -> None:
+        resource = ConfigResource(ConfigResource.Type.BROKER, "0", incremental_configs=[
+            ConfigEntry(key, str(path), incremental_operation=AlterConfigOpType.SET)])
+        admin.incremental_alter_configs([resource])[resource].result(timeout=20)
+
+    def works(ca: Path) -> bool:
+        """Delivered over a TLS connection trusting only `ca` (False at the first TLS error)."""
+        errors: list[KafkaError] = []
+        delivered: list[object] = []
+        producer = Producer({**secure.client_config("SASL_SSL"), "ssl.ca.location": str(ca),
+                             "error_cb": errors.append, "log_level": 0})
+        producer.produce("rotation", b"x", on_delivery=lambda err, msg: delivered.append(err))
+        deadline = time.monotonic() + 10
+        while not errors and not delivered and time.monotonic() < deadline:
+            producer.poll(0.1)
+        return delivered == [None] and not errors
+
+    assert works(secure.dir / "ca.pem") and not works(tmp_path / "new-ca.pem")
+    set_keystore(tmp_path / "new-broker.pem")
+    assert works(tmp_path / "new-ca.pem") and not works(secure.dir / "ca.pem")
+    with pytest.raises(KafkaException, match="cannot read"):
+        set_keystore(tmp_path / "missing.pem")
+    assert works(tmp_path / "new-ca.pem")                     # the refused change left the new certificate
+    set_keystore(secure.dir / "broker.pem")
+    assert works(secure.dir / "ca.pem")
