@@ -273,6 +273,12 @@ CONFIG = (ConfigDef()
             "TLSv1.2 cipher suites, OpenSSL's names (default: OpenSSL's).")
     .define('ssl.endpoint.identification.algorithm', 'string', _str, 'https',
             "https: a broker checks a peer broker's host name against its certificate; empty: it does not.")
+    .define('authorizer.class.name', 'string', _str, '',
+            'kafka.security.authorizer.AclAuthorizer turns on ACLs (Kafka 3.9 ZooKeeper mode\'s authorizer); empty: every request is allowed.')
+    .define('super.users', 'string', _str, None,
+            'Principals allowed everything, separated by semicolons: User:admin;User:ops.')
+    .define('allow.everyone.if.no.acl.found', 'boolean', _bool, False,
+            'With ACLs on: a resource no ACL names is open to everyone (else closed to all but super users).')
     .define('ssl.principal.mapping.rules', 'string', _str, 'DEFAULT',
             "The principal of an mTLS client from its certificate's name: RULE:pattern/replacement/[LU], ..., DEFAULT.")
     .define('auto.leader.rebalance.enable', 'boolean', _bool, True,

@@ -13,9 +13,11 @@ from broker.cluster.producer_ids import ProducerIdManager
 from broker.config import BrokerConfig
 from broker.fetch_sessions import FetchSessionCache
 from broker.replica_manager import ReplicaManager
+from kafka_protocol.security.acls import AclOperation, ResourceType
 from kafka_protocol.security.principal import ANONYMOUS_USER, KafkaPrincipal
 
 if TYPE_CHECKING:
+    from broker.security.authorizer import AclAuthorizer
     from broker.groups.service import GroupService
     from broker.security.authenticator import Authenticator
     from broker.security.credentials import CredentialStore
@@ -43,6 +45,14 @@ class Session:
 SESSION: ContextVar[Session | None] = ContextVar("session", default=None)
 
 
+def _who() -> tuple[KafkaPrincipal, str]:
+    """The running request's principal and client address (a request with no session is the broker's own)."""
+    session = SESSION.get()
+    if session is None:
+        return ANONYMOUS_USER, ""
+    return session.principal, session.client_host.lstrip("/")
+
+
 @dataclass
 class BrokerContext:
     config: BrokerConfig
@@ -58,6 +68,30 @@ class BrokerContext:
     fetch_sessions: FetchSessionCache = field(default_factory=FetchSessionCache)
     credentials: "CredentialStore | None" = None
     reload_tls: Callable[[], None] | None = None     # load the TLS listeners' changed keys and trust (KIP-226)
+    authorizer: "AclAuthorizer | None" = None         # authorizer.class.name; None: everything is allowed
+
+    def authorized(self, operation: AclOperation, resource_type: ResourceType, name: str,
+                   log_if_denied: bool = True) -> bool:
+        """May the principal of the running request perform `operation` on the resource (always, without ACLs)?"""
+        if self.authorizer is None:
+            return True
+        principal, host = _who()
+        return self.authorizer.authorize(principal, host, operation, resource_type, name, log_if_denied)
+
+    def authorized_any(self, operation: AclOperation, resource_type: ResourceType) -> bool:
+        """May it perform `operation` on some resource of the type (Kafka's authorizeByResourceType)?"""
+        if self.authorizer is None:
+            return True
+        principal, host = _who()
+        return self.authorizer.authorize_any(principal, host, operation, resource_type)
+
+    def authorized_operations(self, resource_type: ResourceType, name: str) -> int:
+        """KIP-430's bit field for the running request's principal."""
+        from kafka_protocol.security.acls import SUPPORTED_OPERATIONS
+        if self.authorizer is None:
+            return sum(1 << op for op in SUPPORTED_OPERATIONS[resource_type])
+        principal, host = _who()
+        return self.authorizer.authorized_operations(principal, host, resource_type, name)
 
     def now_ms(self) -> int:
         return int(self.clock() * 1000)

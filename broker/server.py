@@ -31,6 +31,7 @@ from broker.config import BrokerConfig
 from broker.connection import Connection
 from broker.context import BrokerContext
 from broker.security import tls_alerts
+from broker.security.authorizer import make_authorizer
 from broker.security.credentials import CredentialStore
 from broker.security.endpoint import Endpoint, build_endpoints
 from broker.security.listeners import Listener, configured_listeners, exposure_problem
@@ -119,6 +120,7 @@ class BrokerServer:
             raise InvalidConfigError(problem)
         dynamic_configs.load(cfg, self.data_dir)
         credentials = CredentialStore(self.data_dir)
+        authorizer = make_authorizer(cfg, self.data_dir)
         self.endpoints = build_endpoints(cfg, listeners, credentials)
         if any(e.ssl_context is not None for e in self.endpoints):
             tls_alerts.install()
@@ -167,6 +169,7 @@ class BrokerServer:
                                              cfg["min.incremental.fetch.session.eviction.ms"]),
             credentials=credentials,
             reload_tls=self.reload_tls,
+            authorizer=authorizer,
         )
         for server in self._servers:
             await server.start_serving()

@@ -74,6 +74,14 @@ class InvalidTopicError(KafkaError):
     code = ErrorCode.invalid_topic_exception
 
 
+class TopicAuthorizationError(KafkaError):
+    code = ErrorCode.topic_authorization_failed
+
+
+class ClusterAuthorizationError(KafkaError):
+    code = ErrorCode.cluster_authorization_failed
+
+
 class TopicAlreadyExistsError(KafkaError):
     code = ErrorCode.topic_already_exists
 

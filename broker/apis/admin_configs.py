@@ -24,7 +24,9 @@ from broker.config import (
     render_setting,
 )
 from broker.context import BrokerContext
-from kafka_protocol.errors import ErrorCode, InvalidConfigError, InvalidRequestError
+from kafka_protocol.errors import (ClusterAuthorizationError, ErrorCode, InvalidConfigError, InvalidRequestError,
+                                   TopicAuthorizationError)
+from kafka_protocol.security.acls import CLUSTER_NAME, AclOperation, ResourceType
 from kafka_protocol.builder import build
 from kafka_protocol.codec import Request, response_schema
 
@@ -119,6 +121,14 @@ def _broker_operations(current: dict[str, str | None], ops: Any) -> dict[str, st
     return new
 
 
+def _check_access(ctx: BrokerContext, operation: AclOperation, resource_type: int, name: str) -> None:
+    """With ACLs: the operation on the topic, or on the cluster for a broker's configs (Kafka's checks)."""
+    if resource_type == BROKER and not ctx.authorized(operation, ResourceType.CLUSTER, CLUSTER_NAME):
+        raise ClusterAuthorizationError("Cluster authorization failed.")
+    if resource_type == TOPIC and not ctx.authorized(operation, ResourceType.TOPIC, name):
+        raise TopicAuthorizationError("Topic authorization failed.")
+
+
 def handle_describe_configs(ctx: BrokerContext, req: Request) -> Any:
     body = req.body
     results = []
@@ -126,6 +136,7 @@ def handle_describe_configs(ctx: BrokerContext, req: Request) -> Any:
         entry: dict[str, Any] = {"resource_type": r.resource_type, "resource_name": r.resource_name, "error_code": ErrorCode.none, "configs": []}
         keys = set(r.configuration_keys) if r.configuration_keys is not None else None
         try:
+            _check_access(ctx, AclOperation.DESCRIBE_CONFIGS, r.resource_type, r.resource_name)
             if r.resource_type == TOPIC:
                 entry["configs"] = _topic_configs(ctx, r.resource_name, keys, field(body, "include_synonyms", False), field(body, "include_documentation", False))
             elif r.resource_type == BROKER:
@@ -171,6 +182,7 @@ def handle_alter_configs(ctx: BrokerContext, req: Request) -> Any:
         entry: dict[str, Any] = {"resource_type": r.resource_type, "resource_name": r.resource_name,
                                  "error_code": ErrorCode.none}
         try:
+            _check_access(ctx, AclOperation.ALTER_CONFIGS, r.resource_type, r.resource_name)
             if r.resource_type == BROKER:
                 for c in r.configs:
                     if c.value is None:
@@ -202,6 +214,7 @@ def handle_incremental_alter_configs(ctx: BrokerContext, req: Request) -> Any:
     for r in body.resources:
         entry: dict[str, Any] = {"resource_type": r.resource_type, "resource_name": r.resource_name, "error_code": ErrorCode.none}
         try:
+            _check_access(ctx, AclOperation.ALTER_CONFIGS, r.resource_type, r.resource_name)
             if r.resource_type == BROKER:
                 scope = dynamic_configs.scope_of(r.resource_name, ctx.node_id)
                 _alter_broker(ctx, r.resource_name, _broker_operations(ctx.config.dynamic(scope), r.configs),

@@ -11,6 +11,7 @@ from broker.cluster.topic_registry import TopicInfo
 from broker.config import TOPIC_KEYS
 from broker.context import BrokerContext
 from kafka_protocol.errors import (
+    TopicAuthorizationError,
     ErrorCode,
     InvalidReplicaAssignmentError,
     InvalidRequestError,
@@ -19,6 +20,7 @@ from kafka_protocol.errors import (
 )
 from kafka_protocol.builder import build, ms
 from kafka_protocol.codec import Request, response_schema
+from kafka_protocol.security.acls import CLUSTER_NAME, AclOperation, ResourceType
 from broker.replica_manager import MAX_PARTITIONS_PER_REQUEST, parse_config_entries
 
 UUID_ZERO = uuid.UUID(int=0)
@@ -68,12 +70,19 @@ def _existing_partitions(ctx: BrokerContext, name: str) -> int:
     return info.partitions if info is not None else 0
 
 
+def _topic_allowed(ctx: BrokerContext, operation: AclOperation, name: str, log_if_denied: bool = True) -> bool:
+    return ctx.authorized(operation, ResourceType.TOPIC, name, log_if_denied)
+
+
 def handle_create_topics(ctx: BrokerContext, req: Request) -> Any:
+    """With ACLs: CREATE on the cluster or the topic (Kafka's TOPIC_AUTHORIZATION_FAILED "Authorization
+    failed."), and the created topic's configs only with DESCRIBE_CONFIGS on it."""
     body = req.body
     validate_only = field(body, "validate_only", False)
     results = []
     seen: set[str] = set()
     refused = _too_many_partitions(sum(_requested_partitions(ctx, t) for t in body.topics))
+    cluster_create = ctx.authorized(AclOperation.CREATE, ResourceType.CLUSTER, CLUSTER_NAME, log_if_denied=False)
     for t in body.topics:
         entry: dict[str, Any] = {"name": t.name, "topic_id": UUID_ZERO, "error_code": ErrorCode.none}
         try:
@@ -82,6 +91,8 @@ def handle_create_topics(ctx: BrokerContext, req: Request) -> Any:
             if t.name in seen:
                 raise InvalidRequestError(f"Topic '{t.name}' appears more than once in the request")
             seen.add(t.name)
+            if not cluster_create and not _topic_allowed(ctx, AclOperation.CREATE, t.name):
+                raise TopicAuthorizationError("Authorization failed.")
             partitions = _check_assignments(ctx, t.name, t.num_partitions, t.assignments)
             overrides = parse_config_entries((c.name, c.value) for c in t.configs)
             result = ctx.replicas.create_topic(t.name, partitions, t.replication_factor, overrides, validate_only)
@@ -98,6 +109,8 @@ def handle_create_topics(ctx: BrokerContext, req: Request) -> Any:
                     for k in sorted(config.overrides.keys() | _ALL_TOPIC_KEYS)
                 ],
             )
+            if not _topic_allowed(ctx, AclOperation.DESCRIBE_CONFIGS, t.name, log_if_denied=False):
+                entry.update(configs=[], topic_config_error_code=ErrorCode.topic_authorization_failed)
         except Exception as e:  # noqa: BLE001
             entry["error_code"], entry["error_message"] = error_result(e)
         results.append(entry)
@@ -123,6 +136,8 @@ async def _when_led(ctx: BrokerContext, topics: list[str], timeout_ms: int, resp
 
 
 def handle_delete_topics(ctx: BrokerContext, req: Request) -> Any:
+    """With ACLs (Kafka's order): DELETE on the topic before its existence is looked at; a topic named by id
+    the principal may not DESCRIBE is refused without its name."""
     body = req.body
     if req.api_version >= 6:
         wanted = [(t.name, t.topic_id) for t in body.topics]
@@ -136,7 +151,11 @@ def handle_delete_topics(ctx: BrokerContext, req: Request) -> Any:
                 info = ctx.replicas.registry.by_id(topic_id) if topic_id else None
                 if info is None:
                     raise UnknownTopicIdError(f"Topic id {topic_id} does not exist")
+                if not _topic_allowed(ctx, AclOperation.DESCRIBE, info.name):
+                    raise TopicAuthorizationError("Topic authorization failed.")
                 name = entry["name"] = info.name
+            if not _topic_allowed(ctx, AclOperation.DELETE, name):
+                raise TopicAuthorizationError("Topic authorization failed.")
             entry["topic_id"] = ctx.replicas.registry.require(name).topic_id
             ctx.replicas.delete_topic(name)
         except Exception as e:  # noqa: BLE001
@@ -154,6 +173,8 @@ def handle_create_partitions(ctx: BrokerContext, req: Request) -> Any:
         try:
             if refused is not None:
                 raise refused
+            if not _topic_allowed(ctx, AclOperation.ALTER, t.name):
+                raise TopicAuthorizationError("The topic authorization is failed.")
             _check_brokers(ctx, t.name, t.assignments)
             ctx.replicas.create_partitions(t.name, t.count, body.validate_only)
         except Exception as e:  # noqa: BLE001
@@ -166,8 +187,13 @@ def handle_delete_records(ctx: BrokerContext, req: Request) -> Any:
     topics = []
     for t in req.body.topics:
         parts = []
+        allowed = _topic_allowed(ctx, AclOperation.DELETE, t.name)
         for p in t.partitions:
             entry: dict[str, Any] = {"partition_index": p.partition_index, "low_watermark": -1, "error_code": ErrorCode.none}
+            if not allowed:
+                entry["error_code"] = ErrorCode.topic_authorization_failed
+                parts.append(entry)
+                continue
             try:
                 entry["low_watermark"] = ctx.replicas.leader_log(t.name, p.partition_index).delete_records_before(p.offset)
             except Exception as e:  # noqa: BLE001

@@ -11,20 +11,8 @@ def field(obj: Any, name: str, default: Any = None) -> Any:
     return getattr(obj, name, default)
 
 
-# Kafka's AclOperation codes; with no authorizer Kafka reports every operation that applies as allowed
-# (a bit per operation code), and INT32_MIN when the client did not ask.
-_TOPIC_OPERATIONS = (3, 4, 5, 6, 7, 8, 10, 11)        # READ WRITE CREATE DELETE ALTER DESCRIBE DESCRIBE_CONFIGS ALTER_CONFIGS
-_GROUP_OPERATIONS = (3, 6, 8)                         # READ DELETE DESCRIBE
-_CLUSTER_OPERATIONS = (5, 7, 8, 9, 10, 11, 12)        # CREATE ALTER DESCRIBE CLUSTER_ACTION DESCRIBE/ALTER_CONFIGS IDEMPOTENT_WRITE
+# KIP-430: the authorized-operations field when the client did not ask for it
 NOT_REQUESTED = -2147483648
-
-
-def authorized_operations(kind: str, requested: bool) -> int:
-    """The authorized-operations bit field of a topic, group or cluster (Kafka's, with no authorizer)."""
-    if not requested:
-        return NOT_REQUESTED
-    ops = {"topic": _TOPIC_OPERATIONS, "group": _GROUP_OPERATIONS, "cluster": _CLUSTER_OPERATIONS}[kind]
-    return sum(1 << op for op in ops)
 
 
 def error_result(exc: BaseException) -> tuple[ErrorCode, str | None]:

@@ -9,7 +9,18 @@ from __future__ import annotations
 from typing import Any
 
 from broker.context import BrokerContext
-from kafka_protocol.codec import Request
+from kafka_protocol.builder import build
+from kafka_protocol.codec import Request, response_schema
+from kafka_protocol.errors import ErrorCode
+from kafka_protocol.security.acls import CLUSTER_NAME, AclOperation, ResourceType
+
+
+def _refused(ctx: BrokerContext, req: Request) -> Any | None:
+    """With ACLs, the controller's requests need CLUSTER_ACTION on the cluster (its brokers' principal: with a
+    PLAINTEXT inter-broker listener that is User:ANONYMOUS, which super.users must then name, as in Kafka)."""
+    if ctx.authorized(AclOperation.CLUSTER_ACTION, ResourceType.CLUSTER, CLUSTER_NAME):
+        return None
+    return build(response_schema(req.api_key, req.api_version), {"error_code": ErrorCode.cluster_authorization_failed})
 
 
 def _cluster(ctx: BrokerContext) -> Any:
@@ -19,6 +30,9 @@ def _cluster(ctx: BrokerContext) -> Any:
 
 
 def handle_leader_and_isr(ctx: BrokerContext, req: Request) -> Any:
+    refused = _refused(ctx, req)
+    if refused is not None:
+        return refused
     node, replication = _cluster(ctx)
     response = node.on_leader_and_isr(req.body)
     replication.apply(node.view)
@@ -26,6 +40,9 @@ def handle_leader_and_isr(ctx: BrokerContext, req: Request) -> Any:
 
 
 def handle_update_metadata(ctx: BrokerContext, req: Request) -> Any:
+    refused = _refused(ctx, req)
+    if refused is not None:
+        return refused
     node, replication = _cluster(ctx)
     response = node.on_update_metadata(req.body)
     replication.apply(node.view)
@@ -33,6 +50,9 @@ def handle_update_metadata(ctx: BrokerContext, req: Request) -> Any:
 
 
 def handle_stop_replica(ctx: BrokerContext, req: Request) -> Any:
+    refused = _refused(ctx, req)
+    if refused is not None:
+        return refused
     node, replication = _cluster(ctx)
     response, stopped = node.on_stop_replica(req.body)
     replication.stop_replicas([tp for tp, _delete in stopped])

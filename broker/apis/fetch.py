@@ -5,6 +5,9 @@ connection sends with sendfile (or reads, when small). A fetch that can be answe
 answered synchronously; only a long poll becomes a coroutine. Fetch sessions (KIP-227, v7+) are
 resolved first (broker/fetch_sessions.py): an incremental request reads every partition of its
 session and answers only those with something new.
+
+With ACLs (Kafka's checks): a consumer needs READ on each topic, a follower CLUSTER_ACTION on the cluster;
+the partitions refused answer TOPIC_AUTHORIZATION_FAILED, beside the others' data.
 """
 from __future__ import annotations
 
@@ -21,6 +24,7 @@ from broker.fetch_sessions import FINAL_EPOCH, FetchContext, Wanted
 from kafka_protocol.builder import ms
 from kafka_protocol.codec import Request
 from kafka_protocol.fetch_response import PartitionData, encode_fetch_response, records_length
+from kafka_protocol.security.acls import CLUSTER_NAME, AclOperation, ResourceType
 
 
 def _context(ctx: BrokerContext, body: Any) -> FetchContext:
@@ -33,8 +37,19 @@ def _context(ctx: BrokerContext, body: Any) -> FetchContext:
     return ctx.fetch_sessions.resolve(field(body, "session_id", 0), epoch, requested, forgotten, ctx.now_ms())
 
 
+def _refused_topics(ctx: BrokerContext, fc: FetchContext, replica_id: int) -> frozenset[str]:
+    """The fetched topics the principal may not read (a follower: all of them without CLUSTER_ACTION)."""
+    if ctx.authorizer is None:
+        return frozenset()
+    topics = {t for t, _ in fc.wanted}
+    if replica_id >= 0:
+        return frozenset() if ctx.authorized(AclOperation.CLUSTER_ACTION, ResourceType.CLUSTER, CLUSTER_NAME) \
+            else frozenset(topics)
+    return frozenset(t for t in topics if not ctx.authorized(AclOperation.READ, ResourceType.TOPIC, t))
+
+
 def _read_all(ctx: BrokerContext, fc: FetchContext, max_bytes: int, read_uncommitted: bool, replica_id: int = -1,
-              ) -> tuple[list[tuple[str, list[PartitionData]]], int, bool]:
+              refused: frozenset[str] = frozenset()) -> tuple[list[tuple[str, list[PartitionData]]], int, bool]:
     """One pass over the wanted partitions: (topics, total bytes, any error). A consumer reads below the
     high watermark; a follower (`replica_id` >= 0, cluster mode) up to the log end, and its fetch offset
     is its position for the ISR and the high watermark."""
@@ -44,6 +59,14 @@ def _read_all(ctx: BrokerContext, fc: FetchContext, max_bytes: int, read_uncommi
     any_error = False
     for (topic, partition), w in fc.wanted.items():
         pd = PartitionData(partition, ErrorCode.none, aborted_transactions_null=read_uncommitted)
+        if topic in refused:
+            pd = PartitionData(partition, ErrorCode.topic_authorization_failed, records=b"",
+                               aborted_transactions_null=read_uncommitted)
+            if out and out[-1][0] == topic:
+                out[-1][1].append(pd)
+            else:
+                out.append((topic, [pd]))
+            continue
         try:
             if replication is not None:
                 role = replication.leader_role(topic, partition, w.leader_epoch)
@@ -106,21 +129,22 @@ def handle(ctx: BrokerContext, req: Request) -> list | Awaitable[list]:
         return encode_fetch_response(req.api_version, req.correlation_id, [], error_code=fc.error)
     read_uncommitted = field(body, "isolation_level", 0) == 0
     replica_id = field(body, "replica_id", -1) if ctx.replicas.replication is not None else -1
-    keys = list(fc.wanted)
-    topics, total, any_error = _read_all(ctx, fc, max_bytes, read_uncommitted, replica_id)
+    refused = _refused_topics(ctx, fc, replica_id)
+    keys = [tp for tp in fc.wanted if tp[0] not in refused]
+    topics, total, any_error = _read_all(ctx, fc, max_bytes, read_uncommitted, replica_id, refused)
     if total >= min_bytes or any_error or max_wait_s <= 0 or not keys:
         return _respond(req, fc, topics)
     # registered now, in the same callback as the read: an append before the coroutine first runs
     # must wake it (else a follower, and so every acks=all produce, waits the whole max_wait)
     first = ctx.replicas.waiter(keys)
-    return _long_poll(ctx, req, fc, max_bytes, min_bytes, deadline, read_uncommitted, replica_id, first)
+    return _long_poll(ctx, req, fc, max_bytes, min_bytes, deadline, read_uncommitted, replica_id, first, refused)
 
 
 async def _long_poll(ctx: BrokerContext, req: Request, fc: FetchContext, max_bytes: int, min_bytes: int,
                      deadline: float, read_uncommitted: bool, replica_id: int, first: "asyncio.Future[None]",
-                     ) -> list:
+                     refused: frozenset[str] = frozenset()) -> list:
     """Wait for appends to the fetched partitions until min_bytes are there or the deadline passes."""
-    keys = list(fc.wanted)
+    keys = [tp for tp in fc.wanted if tp[0] not in refused]
     pending: "asyncio.Future[None] | None" = first
     while True:
         remaining = deadline - time.monotonic()
@@ -133,7 +157,7 @@ async def _long_poll(ctx: BrokerContext, req: Request, fc: FetchContext, max_byt
                 pass
             finally:
                 ctx.replicas.discard(fut, keys)
-        topics, total, any_error = _read_all(ctx, fc, max_bytes, read_uncommitted, replica_id)
+        topics, total, any_error = _read_all(ctx, fc, max_bytes, read_uncommitted, replica_id, refused)
         if total >= min_bytes or any_error or deadline - time.monotonic() <= 0:
             if pending is not None:
                 ctx.replicas.discard(pending, keys)

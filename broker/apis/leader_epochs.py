@@ -15,6 +15,7 @@ from broker.context import BrokerContext
 from kafka_protocol.errors import ErrorCode
 from kafka_protocol.builder import build
 from kafka_protocol.codec import Request, response_schema
+from kafka_protocol.security.acls import CLUSTER_NAME, AclOperation, ResourceType
 
 UNDEFINED = -1
 
@@ -30,11 +31,18 @@ def _end_of(ctx: BrokerContext, topic: str, partition: int, current_epoch: int, 
 
 def handle(ctx: BrokerContext, req: Request) -> Any:
     topics = []
+    # with ACLs: a broker's CLUSTER_ACTION, or a consumer's DESCRIBE on the topic (KIP-320), as Kafka checks
+    replica = ctx.authorized(AclOperation.CLUSTER_ACTION, ResourceType.CLUSTER, CLUSTER_NAME, log_if_denied=False)
     for t in req.body.topics:
         parts = []
+        allowed = replica or ctx.authorized(AclOperation.DESCRIBE, ResourceType.TOPIC, t.topic)
         for p in t.partitions:
             entry: dict[str, Any] = {"error_code": ErrorCode.none, "partition": p.partition,
                                      "leader_epoch": UNDEFINED, "end_offset": UNDEFINED}
+            if not allowed:
+                entry["error_code"] = ErrorCode.topic_authorization_failed
+                parts.append(entry)
+                continue
             try:
                 entry["leader_epoch"], entry["end_offset"] = _end_of(
                     ctx, t.topic, p.partition, field(p, "current_leader_epoch", -1), p.leader_epoch)

@@ -1,4 +1,5 @@
-"""ListOffsets: earliest (-2), latest (-1), max timestamp (-3) and the first offset at or after a time."""
+"""ListOffsets: earliest (-2), latest (-1), max timestamp (-3) and the first offset at or after a time.
+With ACLs, DESCRIBE on each topic (TOPIC_AUTHORIZATION_FAILED otherwise), as Kafka checks it."""
 from __future__ import annotations
 
 from typing import Any
@@ -9,6 +10,7 @@ from broker.context import BrokerContext
 from kafka_protocol.errors import ErrorCode, InvalidRequestError
 from kafka_protocol.builder import build
 from kafka_protocol.codec import Request, response_schema
+from kafka_protocol.security.acls import AclOperation, ResourceType
 
 LATEST, EARLIEST, MAX_TIMESTAMP = -1, -2, -3
 
@@ -46,8 +48,13 @@ def handle(ctx: BrokerContext, req: Request) -> Any:
     read_committed = field(req.body, "isolation_level", 0) == 1
     for t in req.body.topics:
         parts = []
+        allowed = ctx.authorized(AclOperation.DESCRIBE, ResourceType.TOPIC, t.name)
         for p in t.partitions:
             entry: dict[str, Any] = {"partition_index": p.partition_index, "error_code": ErrorCode.none, "leader_epoch": -1}
+            if not allowed:
+                entry.update(error_code=ErrorCode.topic_authorization_failed, timestamp=-1, offset=-1)
+                parts.append(entry)
+                continue
             try:
                 entry.update(_lookup(ctx, t.name, p.partition_index, p.timestamp, req.api_version,
                                      field(p, "current_leader_epoch", -1), replica_id, read_committed))

@@ -15,6 +15,7 @@ from broker.context import BrokerContext
 from kafka_protocol.errors import ErrorCode
 from kafka_protocol.builder import build
 from kafka_protocol.codec import Request, response_schema
+from kafka_protocol.security.acls import CLUSTER_NAME, AclOperation, ResourceType
 
 
 
@@ -23,6 +24,9 @@ def _partition(size: int, index: int) -> dict[str, Any]:
 
 
 def handle(ctx: BrokerContext, req: Request) -> Any:
+    if not ctx.authorized(AclOperation.DESCRIBE, ResourceType.CLUSTER, CLUSTER_NAME):    # with ACLs, as Kafka
+        return build(response_schema(ApiKey.DESCRIBE_LOG_DIRS, req.api_version),
+                     {"throttle_time": 0, "error_code": ErrorCode.cluster_authorization_failed, "results": []})
     logs = ctx.replicas.logs
     by_topic: dict[str, list[dict[str, Any]]] = {}
     if req.body.topics is None:

@@ -1,11 +1,15 @@
-"""Metadata: brokers, cluster id, topics and partition leaders; creates topics when auto-create is on."""
+"""Metadata: brokers, cluster id, topics and partition leaders; creates topics when auto-create is on.
+
+With ACLs (Kafka's rules): a topic the principal may not DESCRIBE is left out of an all-topics answer and is
+TOPIC_AUTHORIZATION_FAILED when named (its existence undisclosed); auto-creating one needs CREATE on the
+cluster or on the topic; the authorized-operations fields (KIP-430) are the principal's."""
 from __future__ import annotations
 
 import uuid
 from typing import Any
 
 from kafka_protocol.api_keys import ApiKey
-from broker.apis.common import authorized_operations, error_result, field
+from broker.apis.common import NOT_REQUESTED, error_result, field
 from broker.cluster.cluster_view import ClusterView
 from broker.cluster.topic_registry import TopicInfo
 from broker.context import BrokerContext
@@ -13,8 +17,30 @@ from broker.log.constants import LEADER_EPOCH
 from kafka_protocol.errors import ErrorCode, KafkaError
 from kafka_protocol.builder import build
 from kafka_protocol.codec import Request, response_schema
+from kafka_protocol.security.acls import CLUSTER_NAME, AclOperation, ResourceType
 
 UUID_ZERO = uuid.UUID(int=0)
+
+
+def _visible(ctx: BrokerContext, name: str, log_if_denied: bool = True) -> bool:
+    return ctx.authorized(AclOperation.DESCRIBE, ResourceType.TOPIC, name, log_if_denied)
+
+
+def _may_create(ctx: BrokerContext, name: str) -> bool:
+    return (ctx.authorized(AclOperation.CREATE, ResourceType.CLUSTER, CLUSTER_NAME, log_if_denied=False)
+            or ctx.authorized(AclOperation.CREATE, ResourceType.TOPIC, name))
+
+
+def _denied(name: str | None, topic_id: Any) -> dict[str, Any]:
+    """A topic the principal may not see: no partitions, no id unless it asked by id (Kafka's)."""
+    return {"error_code": ErrorCode.topic_authorization_failed, "name": name,
+            "topic_id": topic_id if name is None else UUID_ZERO, "partitions": []}
+
+
+def _operations(ctx: BrokerContext, body: Any, resource_type: ResourceType, name: str) -> int:
+    flag = "include_topic_authorized_operations" if resource_type == ResourceType.TOPIC \
+        else "include_cluster_authorized_operations"
+    return ctx.authorized_operations(resource_type, name) if field(body, flag, False) else NOT_REQUESTED
 
 
 def _topic_entry(ctx: BrokerContext, info: TopicInfo, operations: int) -> dict[str, Any]:
@@ -63,11 +89,11 @@ def _cluster_topic_entry(view: ClusterView, name: str, operations: int) -> dict[
 
 def _cluster_metadata(ctx: BrokerContext, req: Request, view: ClusterView) -> Any:
     body = req.body
-    operations = authorized_operations("topic", field(body, "include_topic_authorized_operations", False))
     requested = body.topics
     topics: list[dict[str, Any]] = []
     if requested is None or (req.api_version == 0 and not requested):
-        topics = [_cluster_topic_entry(view, t, operations) for t in sorted(view.topics)]
+        topics = [_cluster_topic_entry(view, t, _operations(ctx, body, ResourceType.TOPIC, t))
+                  for t in sorted(view.topics) if _visible(ctx, t, log_if_denied=False)]
     else:
         by_id = {a.topic_id: n for n, a in view.topics.items() if a.topic_id is not None}
         for t in requested:
@@ -80,10 +106,20 @@ def _cluster_metadata(ctx: BrokerContext, req: Request, view: ClusterView) -> An
                     topics.append({"error_code": code, "name": None if code == ErrorCode.unknown_topic_id else "",
                                    "topic_id": topic_id or UUID_ZERO, "partitions": []})
                     continue
+                if not _visible(ctx, name):
+                    topics.append(_denied(None, topic_id))
+                    continue
+            elif not _visible(ctx, name):
+                topics.append(_denied(name, UUID_ZERO))
+                continue
             if name in view.topics:
-                topics.append(_cluster_topic_entry(view, name, operations))
+                topics.append(_cluster_topic_entry(view, name, _operations(ctx, body, ResourceType.TOPIC, name)))
                 continue
             code = ErrorCode.unknown_topic_or_partition
+            if field(body, "allow_auto_topic_creation", True) and ctx.config["auto.create.topics.enable"] \
+                    and not _may_create(ctx, name):
+                topics.append(_denied(name, UUID_ZERO))
+                continue
             if field(body, "allow_auto_topic_creation", True):
                 try:
                     if ctx.replicas.auto_create(name) is not None:
@@ -98,8 +134,7 @@ def _cluster_metadata(ctx: BrokerContext, req: Request, view: ClusterView) -> An
         "cluster_id": ctx.cluster_id,
         "controller_id": view.controller_id,
         "topics": topics,
-        "cluster_authorized_operations": authorized_operations(
-            "cluster", field(body, "include_cluster_authorized_operations", False)),
+        "cluster_authorized_operations": _operations(ctx, body, ResourceType.CLUSTER, CLUSTER_NAME),
     })
 
 
@@ -110,9 +145,9 @@ def handle(ctx: BrokerContext, req: Request) -> Any:
     replicas = ctx.replicas
     topics: list[dict[str, Any]] = []
     requested = body.topics
-    operations = authorized_operations("topic", field(body, "include_topic_authorized_operations", False))
     if requested is None or (req.api_version == 0 and not requested):
-        topics = [_topic_entry(ctx, t, operations) for t in replicas.registry]
+        topics = [_topic_entry(ctx, t, _operations(ctx, body, ResourceType.TOPIC, t.name)) for t in replicas.registry
+                  if _visible(ctx, t.name, log_if_denied=False)]
     else:
         allow_auto = field(body, "allow_auto_topic_creation", True)
         for t in requested:
@@ -130,7 +165,16 @@ def handle(ctx: BrokerContext, req: Request) -> Any:
                     topics.append({"error_code": ErrorCode.unknown_topic_id, "name": None, "topic_id": topic_id, "partitions": []})
                     continue
                 name = info.name
+                if not _visible(ctx, name):
+                    topics.append(_denied(None, topic_id))
+                    continue
+            elif not _visible(ctx, name):
+                topics.append(_denied(name, UUID_ZERO))
+                continue
             info = replicas.registry.get(name)
+            if info is None and allow_auto and ctx.config["auto.create.topics.enable"] and not _may_create(ctx, name):
+                topics.append(_denied(name, UUID_ZERO))
+                continue
             if info is None and allow_auto:
                 try:
                     info = replicas.auto_create(name)
@@ -141,7 +185,7 @@ def handle(ctx: BrokerContext, req: Request) -> Any:
             if info is None:
                 topics.append({"error_code": ErrorCode.unknown_topic_or_partition, "name": name, "topic_id": UUID_ZERO, "partitions": []})
             else:
-                topics.append(_topic_entry(ctx, info, operations))
+                topics.append(_topic_entry(ctx, info, _operations(ctx, body, ResourceType.TOPIC, name)))
     return build(
         response_schema(ApiKey.METADATA, req.api_version),
         {
@@ -150,7 +194,6 @@ def handle(ctx: BrokerContext, req: Request) -> Any:
             "cluster_id": ctx.cluster_id,
             "controller_id": ctx.node_id,
             "topics": topics,
-            "cluster_authorized_operations": authorized_operations(
-                "cluster", field(body, "include_cluster_authorized_operations", False)),
+            "cluster_authorized_operations": _operations(ctx, body, ResourceType.CLUSTER, CLUSTER_NAME),
         },
     )

@@ -7,6 +7,10 @@ or with REQUEST_TIMED_OUT after the request's timeout, NOT_LEADER_OR_FOLLOWER if
 meanwhile, NOT_ENOUGH_REPLICAS(_AFTER_APPEND) when the ISR is below min.insync.replicas. The request
 body comes from `protocol.produce_codec` (record sets are views of the request frame, valid for
 this call only) and the response is encoded there too, straight to frame bytes.
+
+With ACLs (Kafka's checks): a request carrying transactional batches needs WRITE on its transactional id
+(every partition is refused TRANSACTIONAL_ID_AUTHORIZATION_FAILED otherwise), and each topic WRITE
+(TOPIC_AUTHORIZATION_FAILED for its partitions).
 """
 from __future__ import annotations
 
@@ -20,6 +24,7 @@ from kafka_protocol.record_batch import HEADER_SIZE, BatchHeader, parse_header, 
 from kafka_protocol.builder import ms
 from kafka_protocol.codec import Request
 from kafka_protocol.produce_codec import PartitionResult, encode_produce_response
+from kafka_protocol.security.acls import AclOperation, ResourceType
 
 VALID_ACKS = (0, 1, -1)
 
@@ -91,10 +96,28 @@ def _log_start(ctx: BrokerContext, topic: str, index: int) -> int:
 
 def handle(ctx: BrokerContext, req: Request) -> bytes | None | Coroutine[Any, Any, bytes | None]:
     body = req.body
-    remote = _verify_elsewhere(ctx, body)
+    refused = _unauthorized(ctx, body)
+    remote = {tp: p for tp, p in _verify_elsewhere(ctx, body).items() if tp not in refused}
     if remote:
-        return _verified_then_appended(ctx, req, remote)
-    return _produce(ctx, req, {})
+        return _verified_then_appended(ctx, req, remote, refused)
+    return _produce(ctx, req, refused)
+
+
+def _unauthorized(ctx: BrokerContext, body: Any) -> dict[tuple[str, int], PartitionResult]:
+    """The partitions the principal may not write (nothing without ACLs)."""
+    if ctx.authorizer is None:
+        return {}
+    transactional = any(_transactional_header(pd.records) is not None for t in body.topic_data
+                        for pd in t.partition_data)
+    if transactional and (body.transactional_id is None or not ctx.authorized(
+            AclOperation.WRITE, ResourceType.TRANSACTIONAL_ID, body.transactional_id)):
+        return {(t.name, pd.index): PartitionResult(pd.index, ErrorCode.transactional_id_authorization_failed,
+                                                    error_message="Transactional Id authorization failed.")
+                for t in body.topic_data for pd in t.partition_data}
+    return {(t.name, pd.index): PartitionResult(pd.index, ErrorCode.topic_authorization_failed,
+                                                error_message="Topic authorization failed.")
+            for t in body.topic_data if not ctx.authorized(AclOperation.WRITE, ResourceType.TOPIC, t.name)
+            for pd in t.partition_data}
 
 
 def _produce(ctx: BrokerContext, req: Request, refused: dict[tuple[str, int], PartitionResult],
@@ -145,8 +168,8 @@ def _verify_elsewhere(ctx: BrokerContext, body: Any) -> dict[tuple[str, int], tu
     return out
 
 
-async def _verified_then_appended(ctx: BrokerContext, req: Request,
-                                  remote: dict[tuple[str, int], tuple[int, int]]) -> bytes | None:
+async def _verified_then_appended(ctx: BrokerContext, req: Request, remote: dict[tuple[str, int], tuple[int, int]],
+                                  refused: dict[tuple[str, int], PartitionResult]) -> bytes | None:
     """Ask the coordinator about `remote`'s partitions, then append (the record sets are copied first: the
     request's frame is only valid during the handler's call)."""
     for topic in req.body.topic_data:
@@ -155,7 +178,7 @@ async def _verified_then_appended(ctx: BrokerContext, req: Request,
                 pd.records = bytes(pd.records)
     assert ctx.transactions is not None
     txn_id = req.body.transactional_id
-    refused: dict[tuple[str, int], PartitionResult] = {}
+    refused = dict(refused)
     by_producer: dict[tuple[int, int], list[tuple[str, int]]] = {}
     for tp, producer in remote.items():
         by_producer.setdefault(producer, []).append(tp)

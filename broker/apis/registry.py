@@ -10,7 +10,7 @@ from typing import Any, Callable
 
 from kafka_protocol.api_keys import ApiKey
 from broker.apis import admin_configs, admin_topics, api_versions, fetch, list_offsets, metadata, produce
-from broker.apis import client_quotas, controller_requests, groups, leader_epochs, log_dirs, offsets, sasl, scram_users, transactions
+from broker.apis import acls, client_quotas, controller_requests, groups, leader_epochs, log_dirs, offsets, sasl, scram_users, transactions
 
 
 def _api_versions(ctx: Any, req: Any) -> Any:
@@ -73,6 +73,10 @@ API_TABLE: dict[int, Api] = {
         Api(ApiKey.DESCRIBE_USER_SCRAM_CREDENTIALS, 0, 0, scram_users.handle_describe_user_scram_credentials),
         Api(ApiKey.ALTER_USER_SCRAM_CREDENTIALS, 0, 0, scram_users.handle_alter_user_scram_credentials),
         Api(ApiKey.DESCRIBE_CLIENT_QUOTAS, 0, 1, client_quotas.handle_describe_client_quotas),
+        # ACLs (kio has v1-3; Kafka's v0 cannot name a pattern type)
+        Api(ApiKey.DESCRIBE_ACLS, 1, 3, acls.handle_describe_acls),
+        Api(ApiKey.CREATE_ACLS, 1, 3, acls.handle_create_acls),
+        Api(ApiKey.DELETE_ACLS, 1, 3, acls.handle_delete_acls),
     ]
 }
 
