@@ -26,6 +26,7 @@ from broker.apis.registry import apis
 from broker.cluster.cluster_node import ClusterNode, node_settings
 from broker.cluster.cluster_view import ClusterView
 from broker.cluster.producer_ids import ProducerIdManager
+from broker.cluster.security_sync import SecuritySync
 from broker.cluster.topic_registry import TopicRegistry
 from broker.config import BrokerConfig
 from broker.connection import Connection
@@ -119,8 +120,10 @@ class BrokerServer:
         if problem is not None:
             raise InvalidConfigError(problem)
         dynamic_configs.load(cfg, self.data_dir)
-        credentials = CredentialStore(self.data_dir)
-        authorizer = make_authorizer(cfg, self.data_dir)
+        # SCRAM users and ACLs: the data directory's, or ZooKeeper's in cluster mode (SecuritySync, below)
+        security_dir = None if cfg["zookeeper.connect"] else self.data_dir
+        credentials = CredentialStore(security_dir)
+        authorizer = make_authorizer(cfg, security_dir)
         self.endpoints = build_endpoints(cfg, listeners, credentials)
         if any(e.ssl_context is not None for e in self.endpoints):
             tls_alerts.install()
@@ -151,6 +154,8 @@ class BrokerServer:
         transactions.on_offsets_marker = groups.on_txn_marker
         if cfg["zookeeper.connect"]:
             node = await self._join_cluster(replicas, groups, transactions)
+            await asyncio.to_thread(SecuritySync(node.zk, credentials,
+                                                 authorizer.store if authorizer is not None else None).start)
             cluster_id = await asyncio.to_thread(node.cluster_id, cluster_id)
             producer_ids = ProducerIdManager(self.data_dir, block_source=node.producer_id_block)
         transactions.producer_ids = producer_ids

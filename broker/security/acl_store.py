@@ -13,7 +13,7 @@ from __future__ import annotations
 import json
 import threading
 from pathlib import Path
-from typing import Iterator
+from typing import Callable, Iterator
 
 from broker.log.fileutil import atomic_write
 from kafka_protocol.security.acls import (AccessControlEntry, AclBinding, AclBindingFilter, AclOperation,
@@ -53,13 +53,19 @@ def from_json(document: dict) -> frozenset[AccessControlEntry]:  # type: ignore[
                                         _PERMISSIONS[a["permissionType"]]) for a in document.get("acls", []))
 
 
+# a store's writer elsewhere (cluster mode: ZooKeeper): each changed pattern's entries, empty for none left
+Persist = Callable[[dict[ResourcePattern, frozenset[AccessControlEntry]]], None]
+
+
 class AclStore:
-    """Every ACL of the embedded broker; thread-safe; readers see a consistent snapshot."""
+    """Every ACL of the broker; thread-safe; readers see a consistent snapshot. Kept in the data directory, or
+    (cluster mode) written through `persist` and updated from ZooKeeper with `set_pattern`."""
 
     def __init__(self, data_dir: Path | None) -> None:
         self._path = data_dir / FILE_NAME if data_dir is not None else None
         self._lock = threading.Lock()
         self._acls: dict[ResourcePattern, frozenset[AccessControlEntry]] = {}
+        self.persist: Persist | None = None
         if self._path is not None and self._path.exists():
             kept = json.loads(self._path.read_text())
             self._acls = {pattern_of(path): from_json(doc) for path, doc in kept.items()}
@@ -102,10 +108,23 @@ class AclStore:
             self._replace(acls)
         return removed
 
+    def set_pattern(self, pattern: ResourcePattern, entries: frozenset[AccessControlEntry]) -> None:
+        """A pattern's entries as another broker wrote them (empty: none left)."""
+        with self._lock:
+            acls = dict(self._acls)
+            if entries:
+                acls[pattern] = entries
+            else:
+                acls.pop(pattern, None)
+            self._acls = acls
+
     def _replace(self, acls: dict[ResourcePattern, frozenset[AccessControlEntry]]) -> None:
         if acls == self._acls:
             return
-        if self._path is not None:
+        if self.persist is not None:
+            self.persist({p: acls.get(p, frozenset()) for p in set(acls) | set(self._acls)
+                          if acls.get(p) != self._acls.get(p)})
+        elif self._path is not None:
             atomic_write(self._path, json.dumps({znode_path(p): to_json(e) for p, e in sorted(acls.items())},
                                                 indent=1).encode())
         self._acls = acls

@@ -112,7 +112,7 @@ def resource(resource_type: ResourceType, name: str) -> ResourcePattern:
     return ResourcePattern(resource_type, name, PatternType.LITERAL)
 
 
-def make_authorizer(cfg: BrokerConfig, data_dir: Path) -> AclAuthorizer | None:
+def make_authorizer(cfg: BrokerConfig, data_dir: Path | None) -> AclAuthorizer | None:
     """The authorizer `authorizer.class.name` names (None when empty), or InvalidConfigError."""
     name = (cfg["authorizer.class.name"] or "").strip()
     if not name:

@@ -12,7 +12,7 @@ import json
 import threading
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Iterable
+from typing import Callable, Iterable
 
 from broker.log.fileutil import atomic_write
 from kafka_protocol.errors import ErrorCode
@@ -52,15 +52,31 @@ def _invalid(change: Deletion | Upsertion) -> tuple[ErrorCode, str] | None:
     return None
 
 
-class CredentialStore:
-    """Every SCRAM credential of the (embedded) broker; thread-safe, read by logins on the event loop."""
+# a store's writer elsewhere (cluster mode: ZooKeeper): each changed user's credentials, {} for a deleted user
+Persist = Callable[[dict[str, dict[str, str]]], None]
 
-    def __init__(self, data_dir: Path) -> None:
-        self._path = data_dir / FILE_NAME
+
+class CredentialStore:
+    """Every SCRAM credential of the broker; thread-safe, read by logins on the event loop. Kept in the data
+    directory, or (cluster mode) written through `persist` and updated from ZooKeeper with `set_user`."""
+
+    def __init__(self, data_dir: Path | None) -> None:
+        self._path = data_dir / FILE_NAME if data_dir is not None else None
         self._lock = threading.Lock()
         self._users: dict[str, dict[str, str]] = {}
-        if self._path.exists():
+        self.persist: Persist | None = None
+        if self._path is not None and self._path.exists():
             self._users = json.loads(self._path.read_text()).get("users", {})
+
+    def set_user(self, user: str, credentials: dict[str, str]) -> None:
+        """A user's credentials as another broker wrote them (empty: the user has none now)."""
+        with self._lock:
+            users = dict(self._users)
+            if credentials:
+                users[user] = dict(credentials)
+            else:
+                users.pop(user, None)
+            self._users = users
 
     def lookup(self, user: str, mechanism: str) -> ScramCredential | None:
         text = self._users.get(user, {}).get(mechanism)
@@ -123,5 +139,10 @@ class CredentialStore:
         return results
 
     def _save(self, users: dict[str, dict[str, str]]) -> None:
+        if self.persist is not None:
+            changed = {u: users.get(u, {}) for u in set(users) | set(self._users) if users.get(u) != self._users.get(u)}
+            self.persist(changed)
+            return
+        assert self._path is not None
         atomic_write(self._path, json.dumps({"version": 1, "users": users}, indent=1, sort_keys=True).encode(),
                      mode=0o600)

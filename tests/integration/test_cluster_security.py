@@ -1,0 +1,124 @@
+"""Cluster mode: SCRAM users and ACLs live in ZooKeeper as Kafka 3.9's ZooKeeper mode keeps them, and every
+broker follows a change within a second. Three brokers, each with its PLAINTEXT listener (registered, between
+brokers) and a SASL_PLAINTEXT one; ACLs on with allow.everyone.if.no.acl.found, so the brokers' own traffic
+(User:ANONYMOUS, no ACL names the cluster) goes on while a DENY on a topic holds everywhere."""
+from __future__ import annotations
+
+import json
+import time
+import uuid
+from pathlib import Path
+from typing import Iterator
+
+import pytest
+from confluent_kafka import KafkaError, Producer
+from confluent_kafka.admin import (AclBinding, AclOperation, AclPermissionType, AdminClient, ResourcePatternType,
+                                   ResourceType)
+from kazoo.client import KazooClient
+from kio.schema.sasl_authenticate.v2 import SaslAuthenticateRequest
+from kio.schema.sasl_handshake.v1 import SaslHandshakeRequest
+
+from kafka_protocol.security.scram import ScramClient
+from pylog.launch.local_cluster import LocalCluster
+from pylog.launch.process import BrokerProcess, free_port
+from tests.support.cluster import create_replicated, leader, wait_full_isr
+from tests.support.secure_broker import create_scram_users
+from tests.support.wire import WireClient
+
+SETTINGS = {"default.replication.factor": 3, "min.insync.replicas": 2, "offsets.topic.replication.factor": 3,
+            "zookeeper.session.timeout.ms": 6000, "sasl.enabled.mechanisms": "SCRAM-SHA-512",
+            "authorizer.class.name": "kafka.security.authorizer.AclAuthorizer",
+            "allow.everyone.if.no.acl.found": "true"}
+SASL_PORTS: dict[int, int] = {}
+
+
+def _launch(broker_id: int, data_dir: Path, settings: dict[str, object]) -> BrokerProcess:
+    port, SASL_PORTS[broker_id] = free_port(), free_port()
+    listeners = f"PLAINTEXT://127.0.0.1:{port},SASL_PLAINTEXT://127.0.0.1:{SASL_PORTS[broker_id]}"
+    return BrokerProcess(data_dir, port=port, settings={**settings, "listeners": listeners})
+
+
+@pytest.fixture(scope="module")
+def cluster(zookeeper, tmp_path_factory: pytest.TempPathFactory) -> Iterator[LocalCluster]:
+    c = LocalCluster(tmp_path_factory.mktemp("secure-cluster"), 3, SETTINGS, zk_connect=zookeeper.connect,
+                     chroot=f"/secure-{uuid.uuid4().hex[:6]}", launcher=_launch)
+    try:
+        yield c.start()
+    finally:
+        c.close()
+
+
+def _logs_in(broker_id: int, user: str, password: str) -> bool:
+    with WireClient("127.0.0.1", SASL_PORTS[broker_id]) as wire:
+        if wire.request(SaslHandshakeRequest(mechanism="SCRAM-SHA-512")).error_code != 0:
+            return False
+        client = ScramClient("SCRAM-SHA-512", user, password)
+        first = wire.request(SaslAuthenticateRequest(auth_bytes=client.first()))
+        if first is None or first.error_code != 0:
+            return False
+        final = wire.request(SaslAuthenticateRequest(auth_bytes=client.final(first.auth_bytes)))
+        return final is not None and final.error_code == 0
+
+
+def _within(seconds: float, check) -> float:
+    started = time.monotonic()
+    while time.monotonic() - started < seconds:
+        if check():
+            return time.monotonic() - started
+        time.sleep(0.05)
+    raise AssertionError(f"not within {seconds} s")
+
+
+def test_a_user_created_on_one_broker_logs_in_on_every_broker_within_a_second(cluster: LocalCluster) -> None:
+    create_scram_users(cluster.broker(0).bootstrap, {"dana": "dana-secret"})
+    assert max(_within(5, lambda b=b: _logs_in(b, "dana", "dana-secret")) for b in (0, 1, 2)) < 1.0
+    assert not _logs_in(2, "dana", "wrong")
+    zk = KazooClient(hosts=cluster.zk_connect)
+    zk.start()
+    try:
+        stored = json.loads(zk.get("/config/users/dana")[0])
+        assert stored["version"] == 1 and stored["config"]["SCRAM-SHA-512"].startswith("salt=")
+        assert "dana-secret" not in json.dumps(stored)
+        changes = [json.loads(zk.get(f"/config/changes/{c}")[0]) for c in zk.get_children("/config/changes")]
+        assert {"version": 2, "entity_path": "users/dana"} in changes
+    finally:
+        zk.stop()
+
+
+def test_an_acl_created_on_one_broker_holds_on_every_leader_within_a_second(cluster: LocalCluster) -> None:
+    topic = f"locked-{uuid.uuid4().hex[:6]}"
+    create_replicated(cluster.bootstrap, topic, 3)
+    wait_full_isr(cluster.bootstrap, topic, 3)
+    assert {leader(cluster.bootstrap, topic, p) for p in range(3)} == {0, 1, 2}, "each broker leads one partition"
+    admin = AdminClient({"bootstrap.servers": cluster.broker(0).bootstrap})
+    deny = AclBinding(ResourceType.TOPIC, topic, ResourcePatternType.LITERAL, "User:*", "*", AclOperation.WRITE,
+                      AclPermissionType.DENY)
+    admin.create_acls([deny])[deny].result(timeout=20)
+
+    def refused_everywhere() -> bool:
+        results: list = []
+        p = Producer({"bootstrap.servers": cluster.bootstrap, "log_level": 0, "message.timeout.ms": 3000})
+        for partition in range(3):
+            p.produce(topic, b"x", partition=partition, on_delivery=lambda err, msg: results.append(err))
+        p.flush(5)
+        return len(results) == 3 and all(e is not None and e.code() == KafkaError.TOPIC_AUTHORIZATION_FAILED
+                                          for e in results)
+    assert _within(3.0, refused_everywhere) < 1.5      # a producer's own round trips included
+    zk = KazooClient(hosts=cluster.zk_connect)
+    zk.start()
+    try:
+        stored = json.loads(zk.get(f"/kafka-acl/Topic/{topic}")[0])
+        assert stored == {"version": 1, "acls": [{"principal": "User:*", "permissionType": "Deny",
+                                                   "operation": "Write", "host": "*"}]}
+    finally:
+        zk.stop()
+    from confluent_kafka.admin import AclBindingFilter
+    removed = admin.delete_acls([AclBindingFilter(ResourceType.TOPIC, topic, ResourcePatternType.LITERAL, None, None,
+                                                  AclOperation.ANY, AclPermissionType.ANY)])
+    assert [len(f.result(timeout=20)) for f in removed.values()] == [1]
+    zk = KazooClient(hosts=cluster.zk_connect)
+    zk.start()
+    try:
+        _within(1.0, lambda: not zk.exists(f"/kafka-acl/Topic/{topic}"))
+    finally:
+        zk.stop()
