@@ -259,7 +259,8 @@ def _start_kafka(workdir: Path, zookeeper: LocalZooKeeper) -> KafkaZkBroker:
         zk.close()
     for attempt in range(3):
         kafka = KafkaZkBroker(workdir / f"kafka-{attempt}", settings={
-            "zookeeper.connect": zookeeper.connect + chroot, "broker.id": BROKER_ID})
+            "zookeeper.connect": zookeeper.connect + chroot, "broker.id": BROKER_ID,
+            "transaction.state.log.num.partitions": 4})
         kafka.settings.update(_settings(kafka.port, free_port()))
         try:
             return kafka.start()   # type: ignore[return-value]
@@ -333,6 +334,10 @@ def _setup(peer: Peer) -> None:
             done = _retry(conn.send, _commit(group, offsets),
                           lambda r: [p.error_code for t in r.topics for p in t.partitions])
             assert all(p.error_code == ErrorCode.none for t in done.topics for p in t.partitions), (peer.name, done)
+        # Kafka creates __transaction_state on the first FindCoordinator for a transactional id
+        found = _retry(conn.send, FindCoordinatorRequest(key_type=i8(1), coordinator_keys=("warm-up-tx", "tx-1")),
+                       lambda r: [c.error_code for c in r.coordinators], timeout=60)
+        assert all(c.error_code == ErrorCode.none for c in found.coordinators), (peer.name, found)
         init = _retry(conn.send, InitProducerIdRequest(transactional_id="warm-up-tx", transaction_timeout=TXN_TIMEOUT,
                                                        producer_id=i64(-1), producer_epoch=i16(-1)),
                       lambda r: [r.error_code], timeout=60)

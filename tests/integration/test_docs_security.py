@@ -73,6 +73,17 @@ def test_every_security_doc_example_runs_as_written(tmp_path: Path) -> None:
         outputs = dict(reader.outputs)
         (users,) = [out for cmd, out in reader.outputs if cmd.startswith("pylog users list")]
         assert users.split() == ["alice", "SCRAM-SHA-512", "iterations=8192"]
+        (acls,) = [out for cmd, out in reader.outputs if cmd.startswith("pylog acls list")]
+        assert "name=payments, patternType=LITERAL" in acls and "name=payments-, patternType=PREFIXED" in acls
+        # the page's claim: a topic alice was not granted is refused, and not listed to her
+        client = ["--bootstrap-server", f"localhost:{reader.ports['SASL_SSL']}", "--command-config",
+                  str(tmp_path / "pylog-secure" / "client.properties")]
+        refused = subprocess.run([sys.executable, "-m", "pylog", "topics", "create", "--topic", "ledger", *client],
+                                 cwd=REPO, env=reader.env, capture_output=True, text=True, timeout=60)
+        assert refused.returncode != 0 and "TOPIC_AUTHORIZATION_FAILED" in refused.stderr, refused.stderr
+        listed = subprocess.run([sys.executable, "-m", "pylog", "topics", "list", *client], cwd=REPO, env=reader.env,
+                                capture_output=True, text=True, timeout=60)
+        assert "payments" in listed.stdout and "__consumer_offsets" not in listed.stdout, listed.stdout
         (consumed,) = [out for cmd, out in reader.outputs if cmd.startswith("pylog consume")]
         assert consumed.strip() == '{"id": 1}'
         assert outputs["python"].strip() == "1"
