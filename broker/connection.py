@@ -298,6 +298,10 @@ class Connection(asyncio.BufferedProtocol):
                 self._pending = result
                 self._task = loop.create_task(self._finish(result, api.name, api_key, version, correlation_id))
                 return
+        except MalformedRequestError as e:      # a request the handler finds unparseable, as Kafka would
+            log.warning("closing connection %s: malformed %s v%d request: %s", self.peer, api.name, version, e)
+            self.close()
+            return
         except Exception:  # noqa: BLE001
             log.exception("%s v%d from %s failed; closing the connection", api.name, version, self.peer)
             self.close()

@@ -121,6 +121,13 @@ def _broker_operations(current: dict[str, str | None], ops: Any) -> dict[str, st
     return new
 
 
+def _refusal(e: BaseException) -> tuple[ErrorCode, str | None]:
+    """An entry's error: an authorization failure with Kafka's null message, anything else as error_result."""
+    if isinstance(e, (ClusterAuthorizationError, TopicAuthorizationError)):
+        return e.code, None
+    return error_result(e)
+
+
 def _check_access(ctx: BrokerContext, operation: AclOperation, resource_type: int, name: str) -> None:
     """With ACLs: the operation on the topic, or on the cluster for a broker's configs (Kafka's checks)."""
     if resource_type == BROKER and not ctx.authorized(operation, ResourceType.CLUSTER, CLUSTER_NAME):
@@ -203,7 +210,7 @@ def handle_alter_configs(ctx: BrokerContext, req: Request) -> Any:
                 overrides[c.name] = c.value
             ctx.replicas.set_topic_overrides(r.resource_name, overrides, body.validate_only)
         except Exception as e:  # noqa: BLE001
-            entry["error_code"], entry["error_message"] = error_result(e)
+            entry["error_code"], entry["error_message"] = _refusal(e)
         results.append(entry)
     return build(response_schema(ApiKey.ALTER_CONFIGS, req.api_version), {"throttle_time": 0, "responses": results})
 
@@ -228,6 +235,6 @@ def handle_incremental_alter_configs(ctx: BrokerContext, req: Request) -> Any:
             overrides = apply_operations(info.overrides, ctx.replicas.registry.defaults, r.configs)
             ctx.replicas.set_topic_overrides(r.resource_name, overrides, body.validate_only)
         except Exception as e:  # noqa: BLE001
-            entry["error_code"], entry["error_message"] = error_result(e)
+            entry["error_code"], entry["error_message"] = _refusal(e)
         results.append(entry)
     return build(response_schema(ApiKey.INCREMENTAL_ALTER_CONFIGS, req.api_version), {"throttle_time": 0, "responses": results})

@@ -109,10 +109,11 @@ def handle_create_topics(ctx: BrokerContext, req: Request) -> Any:
                     for k in sorted(config.overrides.keys() | _ALL_TOPIC_KEYS)
                 ],
             )
-            if not _topic_allowed(ctx, AclOperation.DESCRIBE_CONFIGS, t.name, log_if_denied=False):
-                entry.update(configs=[], topic_config_error_code=ErrorCode.topic_authorization_failed)
         except Exception as e:  # noqa: BLE001
             entry["error_code"], entry["error_message"] = error_result(e)
+        if ctx.authorizer is not None and not _topic_allowed(ctx, AclOperation.DESCRIBE_CONFIGS, t.name,
+                                                             log_if_denied=False):
+            entry.update(configs=[], topic_config_error_code=ErrorCode.topic_authorization_failed)
         results.append(entry)
     response = build(response_schema(ApiKey.CREATE_TOPICS, req.api_version), {"throttle_time": 0, "topics": results})
     created = [r["name"] for r in results if r["error_code"] == ErrorCode.none]
@@ -158,6 +159,8 @@ def handle_delete_topics(ctx: BrokerContext, req: Request) -> Any:
                 raise TopicAuthorizationError("Topic authorization failed.")
             entry["topic_id"] = ctx.replicas.registry.require(name).topic_id
             ctx.replicas.delete_topic(name)
+        except TopicAuthorizationError:
+            entry["error_code"], entry["error_message"] = ErrorCode.topic_authorization_failed, None    # Kafka's null
         except Exception as e:  # noqa: BLE001
             entry["error_code"], entry["error_message"] = error_result(e)
         results.append(entry)

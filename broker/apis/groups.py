@@ -49,11 +49,11 @@ def handle_find_coordinator(ctx: BrokerContext, req: Request) -> Any:
                          else "empty group id")
         elif key_type == KEY_TYPE_GROUP and not _may(ctx, AclOperation.DESCRIBE, key):
             entry.update(node_id=-1, host="", port=-1, error_code=ErrorCode.group_authorization_failed,
-                         error_message="Group authorization failed.")
+                         error_message="" if req.api_version >= 4 else "Group authorization failed.")
         elif key_type == KEY_TYPE_TRANSACTION and not ctx.authorized(AclOperation.DESCRIBE,
                                                                      ResourceType.TRANSACTIONAL_ID, key):
             entry.update(node_id=-1, host="", port=-1, error_code=ErrorCode.transactional_id_authorization_failed,
-                         error_message="Transactional Id authorization failed.")
+                         error_message="" if req.api_version >= 4 else "Transactional Id authorization failed.")
         elif key_type == KEY_TYPE_TRANSACTION and ctx.replicas.replication is None:
             assert ctx.transactions is not None
             ctx.transactions.ensure_ready()

@@ -38,9 +38,25 @@ def _denied(name: str | None, topic_id: Any) -> dict[str, Any]:
 
 
 def _operations(ctx: BrokerContext, body: Any, resource_type: ResourceType, name: str) -> int:
+    """KIP-430's field: NOT_REQUESTED unless asked; the cluster's only to who may DESCRIBE it (else 0), as Kafka."""
     flag = "include_topic_authorized_operations" if resource_type == ResourceType.TOPIC \
         else "include_cluster_authorized_operations"
-    return ctx.authorized_operations(resource_type, name) if field(body, flag, False) else NOT_REQUESTED
+    if not field(body, flag, False):
+        return NOT_REQUESTED
+    if resource_type == ResourceType.CLUSTER and not ctx.authorized(AclOperation.DESCRIBE, ResourceType.CLUSTER,
+                                                                    CLUSTER_NAME, log_if_denied=False):
+        return 0
+    return ctx.authorized_operations(resource_type, name)
+
+
+def _with_operations(ctx: BrokerContext, body: Any, topics: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """Every named topic of the answer gets its authorized operations, errors included, but not those refused
+    for lack of DESCRIBE (Kafka's)."""
+    for t in topics:
+        if t.get("name") and "topic_authorized_operations" not in t \
+                and t["error_code"] != ErrorCode.topic_authorization_failed:
+            t["topic_authorized_operations"] = _operations(ctx, body, ResourceType.TOPIC, t["name"])
+    return topics
 
 
 def _topic_entry(ctx: BrokerContext, info: TopicInfo, operations: int) -> dict[str, Any]:
@@ -133,7 +149,7 @@ def _cluster_metadata(ctx: BrokerContext, req: Request, view: ClusterView) -> An
                     for b, r in sorted(view.brokers.items())],
         "cluster_id": ctx.cluster_id,
         "controller_id": view.controller_id,
-        "topics": topics,
+        "topics": _with_operations(ctx, body, topics),
         "cluster_authorized_operations": _operations(ctx, body, ResourceType.CLUSTER, CLUSTER_NAME),
     })
 
@@ -193,7 +209,7 @@ def handle(ctx: BrokerContext, req: Request) -> Any:
             "brokers": [{"node_id": ctx.node_id, "host": ctx.address()[0], "port": ctx.address()[1], "rack": None}],
             "cluster_id": ctx.cluster_id,
             "controller_id": ctx.node_id,
-            "topics": topics,
+            "topics": _with_operations(ctx, body, topics),
             "cluster_authorized_operations": _operations(ctx, body, ResourceType.CLUSTER, CLUSTER_NAME),
         },
     )

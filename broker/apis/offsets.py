@@ -122,15 +122,17 @@ def handle_offset_fetch(ctx: BrokerContext, req: Request) -> Any:
         for g in body.groups:
             if not _group_ok(ctx, AclOperation.DESCRIBE, g.group_id):
                 answers.append({"group_id": g.group_id, "error_code": ErrorCode.group_authorization_failed,
-                                "topics": _failed(g.topics, ErrorCode.group_authorization_failed)})
+                                "topics": []})
                 continue
             error = groups.coordinator_error(g.group_id)
             answers.append({"group_id": g.group_id, "error_code": error,
                             "topics": [] if error else _fetch_group(ctx, g.group_id, g.topics, stable)})
         return build(schema, {"throttle_time": 0, "groups": answers})
     if body.group_id and not _group_ok(ctx, AclOperation.DESCRIBE, body.group_id):
+        # Kafka's error response: v1 repeats the error for each partition asked for, v2+ only at the top
+        topics = _failed(body.topics, ErrorCode.group_authorization_failed) if req.api_version < 2 else []
         return build(schema, {"throttle_time": 0, "error_code": ErrorCode.group_authorization_failed,
-                              "topics": _failed(body.topics, ErrorCode.group_authorization_failed)})
+                              "topics": topics})
     error = (groups.coordinator_error(body.group_id) or ErrorCode.none) if body.group_id else ErrorCode.invalid_group_id
     topics = _fetch_group(ctx, body.group_id, body.topics, stable) if error == ErrorCode.none else []
     return build(schema, {"throttle_time": 0, "topics": topics, "error_code": error})

@@ -111,11 +111,9 @@ def _unauthorized(ctx: BrokerContext, body: Any) -> dict[tuple[str, int], Partit
                         for pd in t.partition_data)
     if transactional and (body.transactional_id is None or not ctx.authorized(
             AclOperation.WRITE, ResourceType.TRANSACTIONAL_ID, body.transactional_id)):
-        return {(t.name, pd.index): PartitionResult(pd.index, ErrorCode.transactional_id_authorization_failed,
-                                                    error_message="Transactional Id authorization failed.")
+        return {(t.name, pd.index): PartitionResult(pd.index, ErrorCode.transactional_id_authorization_failed)
                 for t in body.topic_data for pd in t.partition_data}
-    return {(t.name, pd.index): PartitionResult(pd.index, ErrorCode.topic_authorization_failed,
-                                                error_message="Topic authorization failed.")
+    return {(t.name, pd.index): PartitionResult(pd.index, ErrorCode.topic_authorization_failed)
             for t in body.topic_data if not ctx.authorized(AclOperation.WRITE, ResourceType.TOPIC, t.name)
             for pd in t.partition_data}
 

@@ -22,9 +22,11 @@ def _cluster(ctx: BrokerContext, operation: AclOperation) -> bool:
 def handle_describe_user_scram_credentials(ctx: BrokerContext, req: Request) -> Any:
     assert ctx.credentials is not None
     if not _cluster(ctx, AclOperation.DESCRIBE):       # with ACLs: DESCRIBE on the cluster, as Kafka
+        # Kafka's error response: one nameless result per user asked for
         return build(response_schema(ApiKey.DESCRIBE_USER_SCRAM_CREDENTIALS, req.api_version),
-                     {"throttle_time": 0, "error_code": ErrorCode.cluster_authorization_failed,
-                      "error_message": "Cluster authorization failed.", "results": []})
+                     {"throttle_time": 0, "error_code": ErrorCode.cluster_authorization_failed, "error_message": None,
+                      "results": [{"user": "", "error_code": ErrorCode.cluster_authorization_failed,
+                                   "error_message": None, "credential_infos": []} for _ in req.body.users or ()]})
     users = [u.name for u in req.body.users] if req.body.users else None     # null or empty: every user (Kafka)
     results = [{"user": user, "error_code": code, "error_message": message or "",
                 "credential_infos": [{"mechanism": _CODES[m], "iterations": i} for m, i in infos]}

@@ -99,12 +99,10 @@ async def _add_partitions(ctx: BrokerContext, req: Request, txn_id: str, pid: in
     if not _txn_ok(ctx, txn_id):
         return {tp: E.transactional_id_authorization_failed for tp in partitions}
     denied = {t.name for t in topics if not ctx.authorized(AclOperation.WRITE, ResourceType.TOPIC, t.name)}
-    if denied:      # Kafka's rule, as for unknown partitions: nothing is added
-        return {tp: E.topic_authorization_failed if tp[0] in denied else E.operation_not_attempted
-                for tp in partitions}
-    unknown = _unknown_partitions(ctx, partitions)
-    if unknown:     # Kafka's rule: nothing is added, the others are OPERATION_NOT_ATTEMPTED
-        return {tp: E.unknown_topic_or_partition if tp in unknown else E.operation_not_attempted for tp in partitions}
+    unknown = _unknown_partitions(ctx, [tp for tp in partitions if tp[0] not in denied])
+    if denied or unknown:   # Kafka's rule: nothing is added, the others are OPERATION_NOT_ATTEMPTED
+        return {tp: E.topic_authorization_failed if tp[0] in denied else E.unknown_topic_or_partition
+                if tp in unknown else E.operation_not_attempted for tp in partitions}
     coordinator = _coordinator(ctx)
     if verify_only:
         return {tp: coordinator.verify_partition(txn_id, pid, epoch, tp) for tp in partitions}
