@@ -2,7 +2,8 @@
 
 `InProcessBroker` builds the same `BrokerContext` as `broker/server.py` (`BrokerServer.start`: topic
 registry, log manager, replica manager, group service, transaction coordinator, producer ids, fetch
-sessions; keep the two in step) over a temporary data directory,
+sessions, SCRAM credentials and an ACL authorizer (on by default here, so the checks are fuzzed too);
+keep the two in step) over a temporary data directory,
 on a private asyncio loop, but opens no listener. `call(api, request)` runs the handler as the
 connection does (awaiting an async result for at most `timeout` seconds, then cancelling it, as a
 closed connection would); `encode(request, result)` makes the bytes the connection would send. Log records with
@@ -23,7 +24,10 @@ from typing import Any
 from broker.cluster.producer_ids import ProducerIdManager
 from broker.cluster.topic_registry import TopicRegistry
 from broker.config import BrokerConfig
-from broker.context import CLIENT_HOST, BrokerContext
+from broker.context import CLIENT_HOST, SESSION, BrokerContext, Session
+from broker.security.authenticator import Authenticator, SaslSettings
+from broker.security.authorizer import make_authorizer
+from broker.security.credentials import CredentialStore
 from broker.fetch_sessions import FetchSessionCache
 from broker.groups.service import GroupService
 from broker.log.log_manager import LogManager
@@ -34,7 +38,12 @@ from broker.server import load_cluster_id
 
 # Bounded state: a fuzzed CreateTopics may ask for thousands of partitions; small segments roll often.
 SETTINGS: dict[str, object] = {"max.broker.partitions": 64, "log.segment.bytes": 1 << 20,
-                               "group.initial.rebalance.delay.ms": 0, "offsets.topic.num.partitions": 2}
+                               "group.initial.rebalance.delay.ms": 0, "offsets.topic.num.partitions": 2,
+                               "authorizer.class.name": "kafka.security.authorizer.AclAuthorizer",
+                               "allow.everyone.if.no.acl.found": "true"}
+# every request comes from a SASL connection's session, so the login APIs have their state machine to drive
+SASL = SaslSettings(("PLAIN", "SCRAM-SHA-256", "SCRAM-SHA-512"), lambda user, mechanism: None,
+                    lambda user, password: False, reauth_ms=60_000, failed_delay_ms=0)
 
 
 class _TracebackCollector(logging.Handler):
@@ -85,7 +94,8 @@ class InProcessBroker:
                                  cluster_id=load_cluster_id(data_dir, cfg["broker.id"]), node_id=cfg["broker.id"],
                                  host="127.0.0.1", port=9092, groups=groups, transactions=transactions,
                                  fetch_sessions=FetchSessionCache(cfg["max.incremental.fetch.session.cache.slots"],
-                                                                  cfg["min.incremental.fetch.session.eviction.ms"]))
+                                                                  cfg["min.incremental.fetch.session.eviction.ms"]),
+                                 credentials=CredentialStore(data_dir), authorizer=make_authorizer(cfg, data_dir))
 
         self.ctx = self.loop.run_until_complete(start())
         self.data_dir = data_dir
@@ -126,10 +136,13 @@ class InProcessBroker:
 
         async def run() -> Any:
             token = CLIENT_HOST.set("/127.0.0.1")
+            session = SESSION.set(Session(listener="SASL_PLAINTEXT", security_protocol="SASL_PLAINTEXT",
+                                          client_host="/127.0.0.1", authenticator=Authenticator(SASL, time.time)))
             try:
                 result = api.handler(ctx, request)
             finally:
                 CLIENT_HOST.reset(token)
+                SESSION.reset(session)
             if result is not None and type(result) is not bytes and hasattr(result, "__await__"):
                 try:
                     result = await asyncio.wait_for(result, timeout)
