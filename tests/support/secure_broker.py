@@ -88,6 +88,7 @@ def start_secure_broker(workdir: Path, extra: dict[str, object] | None = None) -
         "listener.name.sasl_ssl.plain.sasl.jaas.config": plain_jaas,
         "listener.name.sasl_plaintext.plain.sasl.jaas.config": plain_jaas,
         "listener.name.sasl_plaintext.connections.max.reauth.ms": REAUTH_MS,
+        "group.initial.rebalance.delay.ms": 0,       # a test's group starts at once
         **(extra or {}),
     }
     broker = BrokerProcess(workdir / "data", port=ports["PLAINTEXT"], settings=settings).start()
