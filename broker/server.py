@@ -35,7 +35,7 @@ from broker.security import tls_alerts
 from broker.security.authorizer import make_authorizer
 from broker.security.credentials import CredentialStore
 from broker.security.endpoint import Endpoint, build_endpoints
-from broker.security.listeners import Listener, configured_listeners, exposure_problem
+from broker.security.listeners import Listener, configured_listeners, exposure_problem, inter_broker_listener
 from kafka_protocol.errors import InvalidConfigError
 from broker.fetch_sessions import FetchSessionCache
 from broker.groups.offset_store import OFFSETS_TOPIC
@@ -119,6 +119,9 @@ class BrokerServer:
         problem = exposure_problem(cfg, listeners)
         if problem is not None:
             raise InvalidConfigError(problem)
+        if cfg["zookeeper.connect"] and inter_broker_listener(cfg, listeners).protocol != "PLAINTEXT":
+            raise InvalidConfigError("brokers of a cluster talk to each other over PLAINTEXT only for now: set "
+                                     "inter.broker.listener.name to a PLAINTEXT listener (on a private network)")
         dynamic_configs.load(cfg, self.data_dir)
         # SCRAM users and ACLs: the data directory's, or ZooKeeper's in cluster mode (SecuritySync, below)
         security_dir = None if cfg["zookeeper.connect"] else self.data_dir
@@ -215,8 +218,12 @@ class BrokerServer:
                 pending = True
                 loop.call_soon_threadsafe(apply_view)
 
-        node = ClusterNode(cfg["zookeeper.connect"], cfg["broker.id"], self.listeners[0].advertised_host,
-                           self.listeners[0].advertised_port, on_view=on_view, **node_settings(cfg))
+        between = inter_broker_listener(cfg, self.listeners)
+        node = ClusterNode(cfg["zookeeper.connect"], cfg["broker.id"], between.advertised_host,
+                           between.advertised_port, on_view=on_view, listeners=tuple(
+                               (lst.name, lst.protocol, lst.advertised_host, lst.advertised_port)
+                               for lst in self.listeners) if len(self.listeners) > 1 else (),
+                           **node_settings(cfg))
         replication = Replication(cfg["broker.id"], cfg, replicas, node.write_isr, replicas.wake)
         replication.on_leadership(OFFSETS_TOPIC, groups.on_offsets_partition)
         replication.on_leadership(TRANSACTION_STATE_TOPIC, transactions.on_state_partition)

@@ -12,7 +12,7 @@ from typing import Any
 
 from kafka_protocol.api_keys import ApiKey
 from broker.apis.common import NOT_REQUESTED, field
-from broker.context import CLIENT_HOST, BrokerContext
+from broker.context import CLIENT_HOST, SESSION, BrokerContext
 from kafka_protocol.errors import ErrorCode
 from broker.groups.service import GroupService
 from kafka_protocol.builder import build, ms
@@ -68,7 +68,9 @@ def handle_find_coordinator(ctx: BrokerContext, req: Request) -> Any:
                 entry.update(node_id=-1, host="", port=-1, error_code=ErrorCode.coordinator_not_available,
                              error_message=why or f"the coordinator {node} is not live")
             else:
-                entry.update(node_id=node, host=broker.host, port=broker.port)
+                session = SESSION.get()
+                host, port = broker.address(session.listener if session is not None else "PLAINTEXT")
+                entry.update(node_id=node, host=host, port=port)
         return entry
 
     schema = response_schema(ApiKey.FIND_COORDINATOR, req.api_version)

@@ -12,7 +12,7 @@ from kafka_protocol.api_keys import ApiKey
 from broker.apis.common import NOT_REQUESTED, error_result, field
 from broker.cluster.cluster_view import ClusterView
 from broker.cluster.topic_registry import TopicInfo
-from broker.context import BrokerContext
+from broker.context import SESSION, BrokerContext
 from broker.log.constants import LEADER_EPOCH
 from kafka_protocol.errors import ErrorCode, KafkaError
 from kafka_protocol.builder import build
@@ -20,6 +20,12 @@ from kafka_protocol.codec import Request, response_schema
 from kafka_protocol.security.acls import CLUSTER_NAME, AclOperation, ResourceType
 
 UUID_ZERO = uuid.UUID(int=0)
+
+
+def _listener() -> str:
+    """The listener the running request came in on: Metadata answers with each broker's endpoint of that name."""
+    session = SESSION.get()
+    return session.listener if session is not None else "PLAINTEXT"
 
 
 def _visible(ctx: BrokerContext, name: str, log_if_denied: bool = True) -> bool:
@@ -145,8 +151,8 @@ def _cluster_metadata(ctx: BrokerContext, req: Request, view: ClusterView) -> An
             topics.append({"error_code": code, "name": name, "topic_id": UUID_ZERO, "partitions": []})
     return build(response_schema(ApiKey.METADATA, req.api_version), {
         "throttle_time": 0,
-        "brokers": [{"node_id": b, "host": r.host, "port": r.port, "rack": r.rack}
-                    for b, r in sorted(view.brokers.items())],
+        "brokers": [{"node_id": b, "host": r.address(_listener())[0], "port": r.address(_listener())[1],
+                     "rack": r.rack} for b, r in sorted(view.brokers.items())],
         "cluster_id": ctx.cluster_id,
         "controller_id": view.controller_id,
         "topics": _with_operations(ctx, body, topics),

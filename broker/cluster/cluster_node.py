@@ -62,12 +62,14 @@ PRODUCER_ID_BLOCK_SIZE = 1000
 
 class ClusterNode:
     def __init__(self, zk_connect: str, broker_id: int, host: str, port: int, *,
+                 listeners: tuple[tuple[str, str, str, int], ...] = (),
                  session_timeout_ms: int, connection_timeout_ms: int | None, unclean_leader_election: bool,
                  auto_leader_rebalance: bool, leader_imbalance_check_s: int, controller_socket_timeout_ms: int,
                  on_view: Callable[[ClusterView], None]) -> None:
         self.broker_id = broker_id
         self.zk = ZkClient(zk_connect, session_timeout_ms, connection_timeout_ms)
-        self.membership = BrokerMembership(self.zk, BrokerRegistration(broker_id, host, port))
+        self.membership = BrokerMembership(self.zk, BrokerRegistration(broker_id, host, port,
+                                                                       listeners=listeners))
         self.watcher = ClusterWatcher(self.zk, on_view)
         self.membership.on_epoch = self.watcher.set_broker_epoch
         self.ready = threading.Event()

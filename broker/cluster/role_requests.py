@@ -59,6 +59,7 @@ from kafka_protocol.controller_schemas import (
 )
 
 PLAINTEXT = 0      # SecurityProtocol id
+SECURITY_PROTOCOLS = {"PLAINTEXT": 0, "SSL": 1, "SASL_PLAINTEXT": 2, "SASL_SSL": 3}   # Kafka's SecurityProtocol ids
 
 
 @dataclass(frozen=True)
@@ -128,8 +129,9 @@ def update_metadata(stamp: ControllerStamp, broker_epoch: int, partitions: Mappi
                 for p, info in ps))
             for topic, ps in _by_topic(states).items()),
         live_brokers=tuple(
-            UpdateMetadataBroker(id=BrokerId(b), rack=reg.rack, endpoints=(UpdateMetadataEndpoint(
-                port=i32(reg.port), host=reg.host, listener="PLAINTEXT", security_protocol=i16(PLAINTEXT)),))
+            UpdateMetadataBroker(id=BrokerId(b), rack=reg.rack, endpoints=tuple(UpdateMetadataEndpoint(
+                port=i32(port), host=host, listener=name, security_protocol=i16(SECURITY_PROTOCOLS.get(protocol, 0)))
+                for name, protocol, host, port in reg.endpoints()))
             for b, reg in sorted(brokers.items())))
 
 
@@ -191,10 +193,14 @@ def apply_update_metadata(view: ClusterView, fence: Fence, req: UpdateMetadataRe
     if error != ErrorCode.none:
         return view, fence, UpdateMetadataResponse(error_code=error)
     brokers: dict[int, BrokerRegistration] = {}
+    names = {code: name for name, code in SECURITY_PROTOCOLS.items()}
     for b in req.live_brokers:
         plain = [e for e in b.endpoints if e.security_protocol == PLAINTEXT] or list(b.endpoints)
         if plain:
-            brokers[int(b.id)] = BrokerRegistration(int(b.id), plain[0].host, int(plain[0].port), b.rack)
+            listeners = tuple((str(e.listener), names.get(int(e.security_protocol), "PLAINTEXT"), str(e.host),
+                               int(e.port)) for e in b.endpoints)
+            brokers[int(b.id)] = BrokerRegistration(int(b.id), plain[0].host, int(plain[0].port), b.rack,
+                                                    listeners=listeners if len(listeners) > 1 else ())
     states = dict(view.states)
     for ts in req.topic_states:
         for ps in ts.partition_states:

@@ -103,16 +103,31 @@ def _encode(value: Mapping[str, Any]) -> bytes:
 
 @dataclass(frozen=True)
 class BrokerRegistration:
+    """A broker's /brokers/ids/<id>: `host`/`port` are its PLAINTEXT endpoint, the one brokers use between
+    themselves; `listeners` every endpoint it advertises, (listener name, security protocol, host, port)."""
+
     broker_id: int
     host: str
     port: int
     rack: str | None = None
     timestamp_ms: int = 0
+    listeners: tuple[tuple[str, str, str, int], ...] = ()
+
+    def endpoints(self) -> tuple[tuple[str, str, str, int], ...]:
+        return self.listeners or (("PLAINTEXT", "PLAINTEXT", self.host, self.port),)
+
+    def address(self, listener: str) -> tuple[str, int]:
+        """Where a client of `listener` reaches this broker (the PLAINTEXT endpoint if it has no such listener)."""
+        for name, _protocol, host, port in self.listeners:
+            if name == listener:
+                return host, port
+        return self.host, self.port
 
     def encode(self) -> bytes:
+        endpoints = self.endpoints()
         value: dict[str, Any] = {
-            "features": {}, "listener_security_protocol_map": {"PLAINTEXT": "PLAINTEXT"},
-            "endpoints": [f"PLAINTEXT://{self.host}:{self.port}"], "jmx_port": -1,
+            "features": {}, "listener_security_protocol_map": {n: p for n, p, _, _ in endpoints},
+            "endpoints": [f"{n}://{h}:{p}" for n, _, h, p in endpoints], "jmx_port": -1,
             "port": self.port, "host": self.host, "version": 5, "timestamp": str(self.timestamp_ms),
         }
         if self.rack is not None:
@@ -127,19 +142,23 @@ class BrokerRegistration:
         if not isinstance(version, int) or version < 1:
             raise ZkDataError(path, f"unsupported registration version {version!r}")
         host, port = v.get("host"), v.get("port")
+        listeners: list[tuple[str, str, str, int]] = []
         if version >= 2:   # the PLAINTEXT endpoint wins over the legacy top-level host and port
+            plaintext_seen = False
             for endpoint in v.get("endpoints") or []:
                 listener, _, address = str(endpoint).partition("://")
                 protocol = (v.get("listener_security_protocol_map") or {}).get(listener, listener)
-                if protocol == "PLAINTEXT" and ":" in address:
-                    host, _, p = address.rpartition(":")
-                    port = int(p) if p.isdigit() else None
-                    break
+                h, _, p = address.rpartition(":")
+                if not h or not p.isdigit():
+                    continue
+                listeners.append((listener, protocol, h.strip("[]"), int(p)))
+                if protocol == "PLAINTEXT" and not plaintext_seen:
+                    host, port, plaintext_seen = h, int(p), True
         if not isinstance(host, str) or not host or not isinstance(port, int) or not 0 < port < 65536:
             raise ZkDataError(path, "no PLAINTEXT endpoint")
         rack = v.get("rack")
         return cls(broker_id, host.strip("[]"), port, rack if isinstance(rack, str) else None,
-                   int(v.get("timestamp") or 0))
+                   int(v.get("timestamp") or 0), tuple(listeners) if len(listeners) > 1 else ())
 
 
 # ---------------------------------------------------------------- controller

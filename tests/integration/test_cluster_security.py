@@ -122,3 +122,17 @@ def test_an_acl_created_on_one_broker_holds_on_every_leader_within_a_second(clus
         _within(1.0, lambda: not zk.exists(f"/kafka-acl/Topic/{topic}"))
     finally:
         zk.stop()
+
+
+def test_metadata_over_a_sasl_listener_gives_every_brokers_address_on_that_listener(cluster: LocalCluster) -> None:
+    create_scram_users(cluster.broker(1).bootstrap, {"erin": "erin-secret"})
+    conf = {"bootstrap.servers": f"127.0.0.1:{SASL_PORTS[2]}", "security.protocol": "SASL_PLAINTEXT",
+            "sasl.mechanism": "SCRAM-SHA-512", "sasl.username": "erin", "sasl.password": "erin-secret",
+            "log_level": 0}
+
+    def addresses() -> set[tuple[str, int]]:
+        return {(b.host, b.port) for b in AdminClient(conf).list_topics(timeout=10).brokers.values()}
+    _within(5, lambda: addresses() == {("127.0.0.1", SASL_PORTS[b]) for b in (0, 1, 2)})
+    plain = {(b.host, b.port) for b in AdminClient({"bootstrap.servers": cluster.bootstrap}).list_topics(
+        timeout=10).brokers.values()}
+    assert plain == {("127.0.0.1", cluster.broker(b).port) for b in (0, 1, 2)}
