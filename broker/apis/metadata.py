@@ -128,11 +128,8 @@ def _cluster_metadata(ctx: BrokerContext, req: Request, view: ClusterView) -> An
                     topics.append({"error_code": code, "name": None if code == ErrorCode.unknown_topic_id else "",
                                    "topic_id": topic_id or UUID_ZERO, "partitions": []})
                     continue
-                if not _visible(ctx, name):
-                    topics.append(_denied(None, topic_id))
-                    continue
-            elif not _visible(ctx, name):
-                topics.append(_denied(name, UUID_ZERO))
+            if not _visible(ctx, name):          # named by id: refused without the name (Kafka's)
+                topics.append(_denied(None if t.name is None else name, topic_id))
                 continue
             if name in view.topics:
                 topics.append(_cluster_topic_entry(view, name, _operations(ctx, body, ResourceType.TOPIC, name)))
@@ -187,11 +184,8 @@ def handle(ctx: BrokerContext, req: Request) -> Any:
                     topics.append({"error_code": ErrorCode.unknown_topic_id, "name": None, "topic_id": topic_id, "partitions": []})
                     continue
                 name = info.name
-                if not _visible(ctx, name):
-                    topics.append(_denied(None, topic_id))
-                    continue
-            elif not _visible(ctx, name):
-                topics.append(_denied(name, UUID_ZERO))
+            if not _visible(ctx, name):          # named by id: refused without the name (Kafka's)
+                topics.append(_denied(None if t.name is None else name, topic_id))
                 continue
             info = replicas.registry.get(name)
             if info is None and allow_auto and ctx.config["auto.create.topics.enable"] and not _may_create(ctx, name):

@@ -19,8 +19,8 @@ from dataclasses import dataclass
 
 from broker.config import SASL_MECHANISMS, BrokerConfig
 from kafka_protocol.errors import InvalidConfigError
+from kafka_protocol.security.client_settings import PROTOCOLS, SASL_PROTOCOLS, TLS_PROTOCOLS
 
-PROTOCOLS = ("PLAINTEXT", "SSL", "SASL_PLAINTEXT", "SASL_SSL")
 _LISTENER = re.compile(r"^([A-Za-z0-9_]+)://(\[[0-9A-Fa-f:.]+\]|[^:/\s]*):(\d+)$")
 
 
@@ -35,11 +35,11 @@ class Listener:
 
     @property
     def tls(self) -> bool:
-        return self.protocol in ("SSL", "SASL_SSL")
+        return self.protocol in TLS_PROTOCOLS
 
     @property
     def sasl(self) -> bool:
-        return self.protocol in ("SASL_PLAINTEXT", "SASL_SSL")
+        return self.protocol in SASL_PROTOCOLS
 
     def with_port(self, port: int) -> "Listener":
         """The listener once bound (port 0 asks the OS for one); an unset advertised port follows."""

@@ -99,6 +99,13 @@ def _attributes(message: str) -> dict[str, str]:
     return out
 
 
+def _text(token: bytes) -> str:
+    try:
+        return token.decode("utf-8")
+    except UnicodeDecodeError:
+        raise ScramError("SCRAM message is not UTF-8") from None
+
+
 def decode_saslname(name: str) -> str:
     """RFC 5802's saslname: '=2C' is ',' and '=3D' is '='; any other '=' is malformed."""
     out, i = [], 0
@@ -148,10 +155,7 @@ class ScramServer:
         if self._state != "first":
             raise ScramError("unexpected SCRAM client-first message")
         self._state = "failed"
-        try:
-            message = token.decode("utf-8")
-        except UnicodeDecodeError:
-            raise ScramError("SCRAM message is not UTF-8") from None
+        message = _text(token)
         parts = message.split(",", 2)
         if len(parts) != 3 or parts[0] not in ("n", "y") or (parts[1] and not parts[1].startswith("a=")):
             raise ScramError("malformed SCRAM client-first message (channel binding is not supported)")
@@ -176,10 +180,7 @@ class ScramServer:
         if self._state != "final" or self._credential is None:
             raise ScramError("unexpected SCRAM client-final message")
         self._state = "failed"
-        try:
-            message = token.decode("utf-8")
-        except UnicodeDecodeError:
-            raise ScramError("SCRAM message is not UTF-8") from None
+        message = _text(token)
         without_proof, sep, proof_part = message.rpartition(",p=")
         if not sep:
             raise ScramError("malformed SCRAM client-final message")
