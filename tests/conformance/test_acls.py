@@ -17,7 +17,7 @@ wildcard resource "*" and principal User:*, and hosts (the clients connect from 
     mallory nothing of its own (only the User:* entries); admin: super user
 
 Each test is a scenario `scenario(peer, logins, seen)` run on ONE broker over raw connections
-(tests/support/wire.py), one SASL login per principal (`logins["alice"]`; "anonymous" is the PLAINTEXT one), recording with `seen(label, value)` what a client observes. Of each answer only
+(tests/support/sasl_peers.py), one SASL login per principal (`logins["alice"]`; "anonymous" is the PLAINTEXT one), recording with `seen(label, value)` what a client observes. Of each answer only
 the authorization-relevant part is observed (`view`): every error code (top level and per topic, partition,
 group, transactional id, resource), the keys naming them (topic, partition, group, ...), KIP-430's
 authorized-operations bit fields (as the names of the operations they hold), and the error message where
@@ -40,11 +40,9 @@ import dataclasses
 import datetime
 import enum
 import re
-import socket
 import time
 import uuid
 from dataclasses import dataclass
-from pathlib import Path
 from typing import Any, Callable, Iterable, Iterator
 
 import pytest
@@ -87,8 +85,6 @@ from kio.schema.offset_commit.v8.request import (
 )
 from kio.schema.offset_fetch.v8.request import OffsetFetchRequest, OffsetFetchRequestGroup, OffsetFetchRequestTopics
 from kio.schema.produce.v9.request import PartitionProduceData, ProduceRequest, TopicProduceData
-from kio.schema.sasl_authenticate.v2.request import SaslAuthenticateRequest
-from kio.schema.sasl_handshake.v1.request import SaslHandshakeRequest
 from kio.schema.txn_offset_commit.v3.request import (
     TxnOffsetCommitRequest,
     TxnOffsetCommitRequestPartition,
@@ -97,18 +93,16 @@ from kio.schema.txn_offset_commit.v3.request import (
 from kio.static.primitive import i8, i16, i32, i64
 
 from kafka_protocol.security.acls import AclOperation, AclPermissionType, PatternType, ResourceType
-from peers.kafka import KafkaZkBroker
 from pylog.launch.local_zookeeper import LocalZooKeeper
-from pylog.launch.process import BrokerProcess, free_port
+from tests.support import sasl_peers
 from tests.support.batches import encode_batch, transactional_batch
-from tests.support.differential import differences
-from tests.support.wire import WireClient
+from tests.support.differential import shape
+from tests.support.sasl_peers import CLOSED, Logins, Observed, Scenario, listener_settings, start_peers
 
 USERS = {"admin": "admin-secret", "alice": "alice-secret", "bob": "bob-secret", "mallory": "mallory-secret"}
 PRINCIPALS = ("admin", "alice", "bob", "mallory")
 TOPICS = ("orders", "team-a", "team-b", "team-locked", "secret")
 BROKER_ID = 1
-READ_TIMEOUT = 10.0
 TIMEOUT = datetime.timedelta(seconds=30)
 TXN_TIMEOUT = datetime.timedelta(seconds=60)
 TS = (int(time.time()) - 86_400) * 1000          # record timestamps: a day old, the same on both brokers
@@ -143,8 +137,6 @@ ACLS: tuple[Binding, ...] = (
     (C, CLUSTER, LIT, "User:alice", "*", Op.ALTER_CONFIGS, ALLOW),
 )
 
-CLOSED = "closed"
-NO_ANSWER = "no answer"
 LOADING = frozenset({ErrorCode.coordinator_not_available, ErrorCode.not_coordinator,
                      ErrorCode.coordinator_load_in_progress})
 RETRIABLE = LOADING | {ErrorCode.concurrent_transactions}
@@ -154,13 +146,7 @@ RETRIABLE = LOADING | {ErrorCode.concurrent_transactions}
 
 def _settings(plaintext: int, sasl: int) -> dict[str, object]:
     return {
-        "listeners": f"PLAINTEXT://127.0.0.1:{plaintext},SASL_PLAINTEXT://127.0.0.1:{sasl}",
-        "advertised.listeners": f"PLAINTEXT://127.0.0.1:{plaintext},SASL_PLAINTEXT://127.0.0.1:{sasl}",
-        "security.inter.broker.protocol": "PLAINTEXT",
-        "sasl.enabled.mechanisms": "PLAIN",
-        "listener.name.sasl_plaintext.plain.sasl.jaas.config":
-            "org.apache.kafka.common.security.plain.PlainLoginModule required "
-            + " ".join(f'user_{u}="{p}"' for u, p in USERS.items()) + ";",
+        **listener_settings(plaintext, sasl, ["PLAIN"], USERS),
         "authorizer.class.name": "kafka.security.authorizer.AclAuthorizer",
         "super.users": "User:admin;User:ANONYMOUS",
         "allow.everyone.if.no.acl.found": "false",
@@ -168,115 +154,9 @@ def _settings(plaintext: int, sasl: int) -> dict[str, object]:
 
 
 @dataclass
-class Peer:
-    name: str
-    plaintext: int
-    sasl: int
+class Peer(sasl_peers.Peer):
+    """A broker, with the ids of its topics (as `_setup` created them)."""
     topic_ids: dict[str, uuid.UUID] = dataclasses.field(default_factory=dict)
-
-    def admin(self) -> "Conn":
-        """A connection on the PLAINTEXT listener (User:ANONYMOUS, a super user)."""
-        return Conn(self.plaintext)
-
-    def login(self, user: str) -> "Conn":
-        """A connection on the SASL_PLAINTEXT listener, logged in as `user` with PLAIN."""
-        return Conn(self.sasl, user)
-
-
-class Conn:
-    """One principal's raw connection; `send` gives the decoded response, CLOSED when the broker closed the
-    connection instead of answering, NO_ANSWER when it did neither within READ_TIMEOUT. The next `send` after
-    a close opens (and logs in) a new connection."""
-
-    def __init__(self, port: int, user: str | None = None) -> None:
-        self.port, self.user = port, user
-        self.client: WireClient | None = None
-        self._open()
-
-    def _open(self) -> None:
-        self.client = WireClient("127.0.0.1", self.port, client_id="conformance", timeout=READ_TIMEOUT)
-        if self.user is None:
-            return
-        handshake = self._send(SaslHandshakeRequest(mechanism="PLAIN"))
-        assert not isinstance(handshake, str) and handshake.error_code == ErrorCode.none, (self.user, handshake)
-        auth = self._send(SaslAuthenticateRequest(auth_bytes=f"\0{self.user}\0{USERS[self.user]}".encode()))
-        assert not isinstance(auth, str) and auth.error_code == ErrorCode.none, (self.user, auth)
-
-    def send(self, request: Any) -> Any:
-        if self.client is None:
-            self._open()
-        return self._send(request)
-
-    def _send(self, request: Any) -> Any:
-        assert self.client is not None
-        try:
-            response = self.client.request(request)
-        except socket.timeout:
-            self.close()
-            return NO_ANSWER
-        except OSError:
-            response = None
-        if response is None:
-            self.close()
-            return CLOSED
-        return response
-
-    def close(self) -> None:
-        if self.client is not None:
-            self.client.close()
-            self.client = None
-
-    def __enter__(self) -> "Conn":
-        return self
-
-    def __exit__(self, *exc: Any) -> None:
-        self.close()
-
-
-class Logins:
-    """A scenario's connections: one per principal ("anonymous" is the PLAINTEXT listener's), opened on first use."""
-
-    def __init__(self, peer: Peer) -> None:
-        self.peer = peer
-        self.conns: dict[str, Conn] = {}
-
-    def __getitem__(self, user: str) -> Conn:
-        conn = self.conns.get(user)
-        if conn is None:
-            conn = self.peer.admin() if user == "anonymous" else self.peer.login(user)
-            self.conns[user] = conn
-        return conn
-
-    def close(self) -> None:
-        for conn in self.conns.values():
-            conn.close()
-
-
-def _start_kafka(workdir: Path, zookeeper: LocalZooKeeper) -> KafkaZkBroker:
-    from kazoo.client import KazooClient
-    chroot = f"/acls-{uuid.uuid4().hex[:8]}"
-    zk = KazooClient(hosts=zookeeper.connect)
-    zk.start()
-    try:
-        zk.ensure_path(chroot)
-    finally:
-        zk.stop()
-        zk.close()
-    for attempt in range(3):
-        kafka = KafkaZkBroker(workdir / f"kafka-{attempt}", settings={
-            "zookeeper.connect": zookeeper.connect + chroot, "broker.id": BROKER_ID,
-            "transaction.state.log.num.partitions": 4})
-        kafka.settings.update(_settings(kafka.port, free_port()))
-        try:
-            return kafka.start()   # type: ignore[return-value]
-        except RuntimeError as e:
-            if "Address already in use" not in str(e) or attempt == 2:
-                raise
-    raise AssertionError("unreachable")
-
-
-def _sasl_port(settings: dict[str, object]) -> int:
-    return int(str(settings["listeners"]).rsplit(":", 1)[1])
 
 
 def _retry(send: Callable[[Any], Any], request: Any, errors: Callable[[Any], Iterable[Any]],
@@ -308,7 +188,7 @@ def _setup(peer: Peer) -> None:
     """Topics, ACLs and committed offsets on `peer` (as User:ANONYMOUS), coordinators loaded, topic ids noted.
     Kafka answers NOT_CONTROLLER until its controller is elected, INVALID_REPLICATION_FACTOR until it has
     registered itself (its port opens before): retried."""
-    with peer.admin() as conn:
+    with peer.connect("PLAINTEXT", reopen=True) as conn:     # User:ANONYMOUS, a super user
         created = _retry(conn.send, CreateTopicsRequest(topics=tuple(CreatableTopic(
             name=t, num_partitions=i32(1), replication_factor=i16(1), assignments=(), configs=()) for t in TOPICS),
             timeout=TIMEOUT, validate_only=False), lambda r: [t.error_code for t in r.topics],
@@ -352,68 +232,18 @@ def _setup(peer: Peer) -> None:
 
 @pytest.fixture(scope="module")
 def peers(tmp_path_factory: pytest.TempPathFactory, zookeeper: LocalZooKeeper) -> Iterator[dict[str, Peer]]:
-    workdir = tmp_path_factory.mktemp("acls-conformance")
-    plaintext, sasl = free_port(), free_port()
-    pylog = BrokerProcess(workdir / "pylog", port=plaintext, settings={
-        **_settings(plaintext, sasl), "broker.id": BROKER_ID, "auto.create.topics.enable": False,
-        "group.initial.rebalance.delay.ms": 0, "offsets.topic.num.partitions": 4,
-        "transaction.state.log.num.partitions": 4})
-    kafka: KafkaZkBroker | None = None
-    try:
-        pylog.start()
-        kafka = _start_kafka(workdir, zookeeper)
-        found = {"kafka": Peer("kafka", kafka.port, _sasl_port(kafka.settings)),
-                 "pylog": Peer("pylog", plaintext, sasl)}
-        for peer in found.values():
-            _setup(peer)
-        yield found
-    finally:
-        if kafka is not None:
-            kafka.close()
-        pylog.close()
-
-
-# --- the harness ------------------------------------------------------------------------------------
-
-class Observed:
-    def __init__(self) -> None:
-        self.items: dict[str, Any] = {}
-
-    def __call__(self, label: str, value: Any) -> Any:
-        assert label not in self.items, f"label {label!r} observed twice"
-        self.items[label] = value
-        return value
-
-
-Scenario = Callable[[Peer, Logins, Observed], None]
-
-
-def _run(peer: Peer, scenario: Scenario) -> dict[str, Any]:
-    seen = Observed()
-    logins = Logins(peer)
-    try:
-        scenario(peer, logins, seen)
-    except Exception as e:
-        if peer.name == "kafka":
-            raise
-        raise AssertionError(f"on pylog the scenario broke after observing {list(seen.items)[-1:]!r}: {e!r}\n"
-                             f"observed so far: {seen.items!r}") from e
-    finally:
-        logins.close()
-    return seen.items
+    yield from start_peers(
+        tmp_path_factory, zookeeper, "acls", _settings, _setup, Peer,
+        pylog_settings={"broker.id": BROKER_ID, "auto.create.topics.enable": False,
+                        "group.initial.rebalance.delay.ms": 0, "offsets.topic.num.partitions": 4,
+                        "transaction.state.log.num.partitions": 4},
+        kafka_settings={"broker.id": BROKER_ID, "transaction.state.log.num.partitions": 4})
 
 
 def compare(peers: dict[str, Peer], scenario: Scenario,
             expect: Callable[[dict[str, Any]], None] | None = None) -> dict[str, Any]:
-    """Run `scenario` on Kafka (checking `expect` on its observations), then on pylog; assert they agree."""
-    kafka = _run(peers["kafka"], scenario)
-    if expect is not None:
-        expect(kafka)
-    pylog = _run(peers["pylog"], scenario)
-    diff = differences(pylog, kafka)
-    test = scenario.__qualname__.split(".")[0]
-    assert not diff, f"{test}: pylog and Kafka differ:\n  " + "\n  ".join(diff)
-    return kafka
+    """sasl_peers.compare, the scenario given a Logins of USERS: `scenario(peer, logins, seen)`."""
+    return sasl_peers.compare(peers, scenario, expect, logins=USERS)
 
 
 # --- what is observed of an answer ------------------------------------------------------------------
@@ -436,15 +266,8 @@ def operations(bits: int) -> Any:
 
 
 def _plain(value: Any) -> Any:
-    if isinstance(value, enum.Enum):
-        return value.name
-    if isinstance(value, uuid.UUID):
-        return str(value)
-    if isinstance(value, (bytes, bytearray, memoryview)):
-        return bytes(value)
-    if isinstance(value, tuple):
-        return [_plain(v) for v in value]
-    return value
+    """A field's value as a plain one: an enum as its name, a UUID as text, bytes as bytes, a tuple as a list."""
+    return shape(value, frozenset())
 
 
 def _message(message: str | None) -> str | None:
@@ -914,13 +737,17 @@ def test_transactions(peers: dict[str, Peer]) -> None:
         seen("alice: Produce transactional, no transactional id", view(alice.send(_produce(("orders",), batch))))
         seen("alice: Produce transactional tx-1", view(alice.send(_produce(("orders", "team-b"), batch, "tx-1"))))
         txns = ("tx-1", "other-tx", "tx-denied", "admin-tx", "warm-up-tx")
-        for user in PRINCIPALS:
-            seen(f"{user}: DescribeTransactions, tx-1 ongoing", view(
+
+        def transactions(user: str, when: str) -> None:
+            seen(f"{user}: DescribeTransactions, {when}", view(
                 logins[user].send(DescribeTransactionsRequest(transactional_ids=txns)),
                 keep={"transaction_state", "partitions"}))
-            seen(f"{user}: ListTransactions, tx-1 ongoing", view(
+            seen(f"{user}: ListTransactions, {when}", view(
                 logins[user].send(ListTransactionsRequest(state_filters=(), producer_id_filters=(),
                                                           duration_filter=i64(-1))), keep={"transaction_state"}))
+
+        for user in PRINCIPALS:
+            transactions(user, "tx-1 ongoing")
             seen(f"{user}: DescribeProducers", view(
                 logins[user].send(_describe_producers(("orders", "team-b", "secret", "team-ghost", "ghost")))))
         for user in ("mallory", "bob"):
@@ -947,12 +774,7 @@ def test_transactions(peers: dict[str, Peer]) -> None:
                 break
             time.sleep(0.05)
         for user in PRINCIPALS:
-            seen(f"{user}: DescribeTransactions, tx-1 committed", view(
-                logins[user].send(DescribeTransactionsRequest(transactional_ids=txns)),
-                keep={"transaction_state", "partitions"}))
-            seen(f"{user}: ListTransactions, tx-1 committed", view(
-                logins[user].send(ListTransactionsRequest(state_filters=(), producer_id_filters=(),
-                                                          duration_filter=i64(-1))), keep={"transaction_state"}))
+            transactions(user, "tx-1 committed")
 
     def expect(k: dict[str, Any]) -> None:
         assert k["alice: InitProducerId (idempotent)"]["error_code"] == "none"    # WRITE on some topic

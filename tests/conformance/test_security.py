@@ -10,7 +10,7 @@ AlterUserScramCredentials is retried (on both brokers alike) until it succeeds, 
 until it fails.
 
 Each test is a scenario `scenario(peer, seen)` run on ONE broker over raw connections
-(tests/support/wire.py), recording with `seen(label, value)` what a client observes: error code names,
+(tests/support/sasl_peers.py), recording with `seen(label, value)` what a client observes: error code names,
 error messages (Kafka's are fixed strings here, so they are compared too), SaslHandshake's mechanism
 list, the shape of a SCRAM server-first message (the nonce is random: only "extends the client's nonce"
 is observed; salt and iterations are the ones the test stored), whether the server-final signature
@@ -27,11 +27,7 @@ Metadata v12, DescribeUserScramCredentials v0, AlterUserScramCredentials v0 (plu
 from __future__ import annotations
 
 import base64
-import socket
 import time
-import uuid
-from dataclasses import dataclass
-from pathlib import Path
 from typing import Any, Callable, Iterator
 
 import pytest
@@ -50,11 +46,17 @@ from kio.schema.sasl_handshake.v1.request import SaslHandshakeRequest
 from kio.static.primitive import i8, i32
 
 from kafka_protocol.security.scram import MECHANISM_CODES, ScramClient, ScramError, salted_password
-from peers.kafka import KafkaZkBroker
 from pylog.launch.local_zookeeper import LocalZooKeeper
-from pylog.launch.process import BrokerProcess, free_port
-from tests.support.differential import differences
-from tests.support.wire import WireClient
+from tests.support.sasl_peers import (
+    CLOSED,
+    NO_ANSWER,
+    Conn,
+    Observed,
+    Peer,
+    compare,
+    listener_settings,
+    start_peers,
+)
 
 MECHANISMS = ["PLAIN", "SCRAM-SHA-256", "SCRAM-SHA-512"]
 SHA256, SHA512 = 1, 2
@@ -62,72 +64,13 @@ PLAIN_USERS = {"bob": "bob-secret"}
 ALICE, ALICE_PASSWORD = "alice", "alice-secret"
 ALICE_ITERATIONS = {SHA256: 4096, SHA512: 8192}
 NONCE = "conformanceclientnonce0123456789"
-READ_TIMEOUT = 10.0       # a broker that neither answers nor closes within this is observed as "no answer"
 PROPAGATION = 20.0        # how long a credential change may take to reach Kafka's credential cache (ZooKeeper)
-
-CLOSED = "closed"
-NO_ANSWER = "no answer"
 
 
 # --- the brokers ------------------------------------------------------------------------------------
 
 def _security_settings(plaintext: int, sasl: int) -> dict[str, object]:
-    scram_jaas = "org.apache.kafka.common.security.scram.ScramLoginModule required;"
-    return {
-        "listeners": f"PLAINTEXT://127.0.0.1:{plaintext},SASL_PLAINTEXT://127.0.0.1:{sasl}",
-        "advertised.listeners": f"PLAINTEXT://127.0.0.1:{plaintext},SASL_PLAINTEXT://127.0.0.1:{sasl}",
-        "security.inter.broker.protocol": "PLAINTEXT",
-        "sasl.enabled.mechanisms": ",".join(MECHANISMS),
-        "listener.name.sasl_plaintext.plain.sasl.jaas.config":
-            "org.apache.kafka.common.security.plain.PlainLoginModule required "
-            + " ".join(f'user_{u}="{p}"' for u, p in PLAIN_USERS.items()) + ";",
-        "listener.name.sasl_plaintext.scram-sha-256.sasl.jaas.config": scram_jaas,
-        "listener.name.sasl_plaintext.scram-sha-512.sasl.jaas.config": scram_jaas,
-    }
-
-
-@dataclass
-class Peer:
-    name: str
-    plaintext: int
-    sasl: int
-
-    def connect(self, listener: str = "SASL_PLAINTEXT") -> "Conn":
-        return Conn(self.sasl if listener == "SASL_PLAINTEXT" else self.plaintext)
-
-
-class Conn:
-    """One raw connection; `send` gives the decoded response, CLOSED when the broker closed the
-    connection instead of answering, NO_ANSWER when it did neither within READ_TIMEOUT."""
-
-    def __init__(self, port: int) -> None:
-        self.client: WireClient | None = WireClient("127.0.0.1", port, client_id="conformance", timeout=READ_TIMEOUT)
-
-    def send(self, request: Any) -> Any:
-        if self.client is None:
-            return CLOSED
-        try:
-            response = self.client.request(request)
-        except socket.timeout:
-            self.close()
-            return NO_ANSWER
-        except OSError:
-            response = None
-        if response is None:
-            self.close()
-            return CLOSED
-        return response
-
-    def close(self) -> None:
-        if self.client is not None:
-            self.client.close()
-            self.client = None
-
-    def __enter__(self) -> "Conn":
-        return self
-
-    def __exit__(self, *exc: Any) -> None:
-        self.close()
+    return listener_settings(plaintext, sasl, MECHANISMS, PLAIN_USERS)
 
 
 def _name(code: Any) -> str:
@@ -214,7 +157,7 @@ def _plain_token(authzid: str, user: str, password: str) -> bytes:
     return f"{authzid}\0{user}\0{password}".encode()
 
 
-def _plain_login(peer: Peer, seen: "Observed", label: str, token: bytes) -> None:
+def _plain_login(peer: Peer, seen: Observed, label: str, token: bytes) -> None:
     with peer.connect() as conn:
         seen(f"{label}: handshake", _handshake(conn, "PLAIN"))
         observed, resp = _authenticate(conn, token)
@@ -236,7 +179,7 @@ def _server_first_shape(token: bytes) -> dict[str, Any]:
             "iterations": attrs.get("i")}
 
 
-def _scram_login(peer: Peer, seen: "Observed", label: str, mechanism: str, user: str, password: str,
+def _scram_login(peer: Peer, seen: Observed, label: str, mechanism: str, user: str, password: str,
                  final: Callable[[bytes, ScramClient], bytes] | None = None, first: bytes | None = None) -> None:
     """A whole SCRAM login on a new connection, each step observed; `first` replaces the client-first
     token, `final(server_first, client)` builds the client-final one."""
@@ -288,32 +231,6 @@ def _await_login(peer: Peer, mechanism: str, user: str, password: str, works: bo
         time.sleep(0.1)
 
 
-def _start_kafka(workdir: Path, zookeeper: LocalZooKeeper) -> KafkaZkBroker:
-    from kazoo.client import KazooClient
-    chroot = f"/security-{uuid.uuid4().hex[:8]}"
-    zk = KazooClient(hosts=zookeeper.connect)
-    zk.start()
-    try:
-        zk.ensure_path(chroot)
-    finally:
-        zk.stop()
-        zk.close()
-    for attempt in range(3):
-        kafka = KafkaZkBroker(workdir / f"kafka-{attempt}", settings={
-            "zookeeper.connect": zookeeper.connect + chroot, "broker.id": 1})
-        kafka.settings.update(_security_settings(kafka.port, free_port()))
-        try:
-            return kafka.start()   # type: ignore[return-value]
-        except RuntimeError as e:
-            if "Address already in use" not in str(e) or attempt == 2:
-                raise
-    raise AssertionError("unreachable")
-
-
-def _sasl_port(settings: dict[str, object]) -> int:
-    return int(str(settings["listeners"]).rsplit(":", 1)[1])
-
-
 def _setup_users(peer: Peer) -> None:
     """alice (both SCRAM mechanisms) on `peer`, through its PLAINTEXT listener, and wait until she can log in.
     Kafka answers NOT_CONTROLLER until its controller is elected: retried."""
@@ -335,62 +252,7 @@ def _setup_users(peer: Peer) -> None:
 
 @pytest.fixture(scope="module")
 def peers(tmp_path_factory: pytest.TempPathFactory, zookeeper: LocalZooKeeper) -> Iterator[dict[str, Peer]]:
-    workdir = tmp_path_factory.mktemp("security-conformance")
-    plaintext, sasl = free_port(), free_port()
-    pylog = BrokerProcess(workdir / "pylog", port=plaintext, settings=_security_settings(plaintext, sasl))
-    kafka: KafkaZkBroker | None = None
-    try:
-        pylog.start()
-        kafka = _start_kafka(workdir, zookeeper)
-        found = {"kafka": Peer("kafka", kafka.port, _sasl_port(kafka.settings)),
-                 "pylog": Peer("pylog", plaintext, sasl)}
-        for peer in found.values():
-            _setup_users(peer)
-        yield found
-    finally:
-        if kafka is not None:
-            kafka.close()
-        pylog.close()
-
-
-# --- the harness ------------------------------------------------------------------------------------
-
-class Observed:
-    def __init__(self) -> None:
-        self.items: dict[str, Any] = {}
-
-    def __call__(self, label: str, value: Any) -> Any:
-        assert label not in self.items, f"label {label!r} observed twice"
-        self.items[label] = value
-        return value
-
-
-Scenario = Callable[[Peer, Observed], None]
-
-
-def _run(peer: Peer, scenario: Scenario) -> dict[str, Any]:
-    seen = Observed()
-    try:
-        scenario(peer, seen)
-    except Exception as e:
-        if peer.name == "kafka":
-            raise
-        raise AssertionError(f"on pylog the scenario broke after observing {list(seen.items)[-1:]!r}: {e!r}\n"
-                             f"observed so far: {seen.items!r}") from e
-    return seen.items
-
-
-def compare(peers: dict[str, Peer], scenario: Scenario,
-            expect: Callable[[dict[str, Any]], None] | None = None) -> dict[str, Any]:
-    """Run `scenario` on Kafka (checking `expect` on its observations), then on pylog; assert they agree."""
-    kafka = _run(peers["kafka"], scenario)
-    if expect is not None:
-        expect(kafka)
-    pylog = _run(peers["pylog"], scenario)
-    diff = differences(pylog, kafka)
-    test = scenario.__qualname__.split(".")[0]
-    assert not diff, f"{test}: pylog and Kafka differ:\n  " + "\n  ".join(diff)
-    return kafka
+    yield from start_peers(tmp_path_factory, zookeeper, "security", _security_settings, _setup_users, Peer)
 
 
 FAILED_SCRAM_256 = ("Authentication failed during authentication due to invalid credentials with SASL "

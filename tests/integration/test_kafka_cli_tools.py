@@ -13,11 +13,10 @@ import time
 from typing import Callable
 
 import pytest
-from kafka.partitioner.default import murmur2
 
 from pylog.launch.process import BrokerProcess
 from tests.support.clients import create_topic, produce, unique_name
-from tests.support.kafka_tools import run_tool, start_tool
+from tests.support.kafka_tools import group_rows, key_partition, run_tool, start_tool
 
 
 @pytest.fixture(scope="module")
@@ -56,11 +55,6 @@ def end_offsets(broker: BrokerProcess, topic: str, time_spec: str = "-1") -> dic
     """kafka-get-offsets: `topic:partition:offset` lines (-1 latest, -2 earliest)."""
     out = ok("kafka-get-offsets", "--bootstrap-server", broker.bootstrap, "--topic", topic, "--time", time_spec)
     return {int(p): int(o) for t, p, o in (line.rsplit(":", 2) for line in out.split()) if t == topic}
-
-
-def key_partition(key: str, partitions: int) -> int:
-    """The Java producer's partition for a key: murmur2, made positive, modulo the count."""
-    return (murmur2(key.encode()) & 0x7FFFFFFF) % partitions
 
 
 def describe_topic(broker: BrokerProcess, topic: str) -> tuple[dict[str, str], list[dict[str, str]]]:
@@ -224,20 +218,6 @@ def test_console_producer_then_console_consumer(broker: BrokerProcess) -> None:
     assert _consumed(some.stdout) == [(0, o, *on_zero[o]) for o in range(5, 8)]
 
 
-def _group_rows(out: str, group: str) -> dict[int, dict[str, str]]:
-    """kafka-consumer-groups --describe: one row per partition, keyed by partition."""
-    header: list[str] = []
-    rows = {}
-    for line in out.splitlines():
-        cols = line.split()
-        if cols[:1] == ["GROUP"]:
-            header = cols
-        elif header and cols[:1] == [group]:
-            row = dict(zip(header, cols))
-            rows[int(row["PARTITION"])] = row
-    return rows
-
-
 def _group_state(broker: BrokerProcess, group: str) -> dict[str, str]:
     out = ok("kafka-consumer-groups", "--bootstrap-server", broker.bootstrap, "--describe", "--group", group, "--state")
     for line in out.splitlines():
@@ -259,7 +239,7 @@ def test_kafka_consumer_groups_list_describe_and_reset(broker: BrokerProcess) ->
                 "--max-messages", "40")
     assert read.returncode == 0 and len(read.stdout.split()) == 40, read.stderr
     assert group in ok("kafka-consumer-groups", *bs, "--list").split()
-    rows = _group_rows(ok("kafka-consumer-groups", *bs, "--describe", "--group", group), group)
+    rows = group_rows(ok("kafka-consumer-groups", *bs, "--describe", "--group", group), group)
     assert {p: (r["TOPIC"], r["CURRENT-OFFSET"], r["LOG-END-OFFSET"], r["LAG"], r["CONSUMER-ID"])
             for p, r in rows.items()} == {0: (topic, "20", "20", "0", "-"), 1: (topic, "20", "20", "0", "-")}
     assert _group_state(broker, group) == {"state": "Empty", "members": "0", "strategy": ""}
@@ -287,7 +267,7 @@ def test_kafka_consumer_groups_list_describe_and_reset(broker: BrokerProcess) ->
                "--execute")
     assert sorted(re.findall(rf"{re.escape(group)}\s+{re.escape(topic)}\s+(\d+)\s+(\d+)", reset)) == [
         ("0", "0"), ("1", "0")]
-    rows = _group_rows(ok("kafka-consumer-groups", *bs, "--describe", "--group", group), group)
+    rows = group_rows(ok("kafka-consumer-groups", *bs, "--describe", "--group", group), group)
     assert {p: (r["CURRENT-OFFSET"], r["LOG-END-OFFSET"], r["LAG"]) for p, r in rows.items()} == {
         0: ("0", "20", "20"), 1: ("0", "20", "20")}
     # The group reads everything again from its committed offsets (no --from-beginning).

@@ -14,10 +14,9 @@ from pathlib import Path
 from typing import Iterator
 
 import pytest
-from kafka.partitioner.default import murmur2
 
 from tests.support.clients import unique_name
-from tests.support.kafka_tools import run_tool
+from tests.support.kafka_tools import group_rows, key_partition, run_tool
 from tests.support.secure_broker import SecureBroker, start_secure_broker
 
 # A tool that cannot log in must say so and stop within this (JVM start included), not hang.
@@ -61,25 +60,6 @@ def refused(tool: str, *args: str) -> str:
     output = done.stdout + done.stderr
     assert done.returncode != 0 or "ERROR" in output, f"{tool} {' '.join(args)} succeeded:\n{output[-3000:]}"
     return output
-
-
-def key_partition(key: str, partitions: int) -> int:
-    """The Java producer's partition for a key: murmur2, made positive, modulo the count."""
-    return (murmur2(key.encode()) & 0x7FFFFFFF) % partitions
-
-
-def group_rows(out: str, group: str) -> dict[int, dict[str, str]]:
-    """kafka-consumer-groups --describe: one row per partition, keyed by partition."""
-    header: list[str] = []
-    rows = {}
-    for line in out.splitlines():
-        cols = line.split()
-        if cols[:1] == ["GROUP"]:
-            header = cols
-        elif header and cols[:1] == [group]:
-            row = dict(zip(header, cols))
-            rows[int(row["PARTITION"])] = row
-    return rows
 
 
 @pytest.mark.parametrize("listener", ["SASL_SSL", "SSL"])

@@ -5,7 +5,8 @@ kafka-configs.sh, ...; `TOOLS` names them) from the jars `make` copies into .cac
 (jvm/kafka-broker.xml: kafka_2.13 and kafka-tools 3.9). `java_client(*args)` runs
 tests/java/ClientCheck.java, compiled with javac against the same jars into .cache/java-classes
 (again only when the source is newer than its class); each of its subcommands prints one JSON line.
-Logging goes to stderr at WARN, so stdout holds only what the tool or the check prints.
+Logging goes to stderr at WARN, so stdout holds only what the tool or the check prints. `group_rows` reads
+kafka-consumer-groups --describe's table; `key_partition` is where the Java producer puts a key.
 """
 from __future__ import annotations
 
@@ -17,6 +18,8 @@ import subprocess
 import tempfile
 from pathlib import Path
 from typing import Any
+
+from kafka.partitioner.default import murmur2
 
 from tests.support.kafka_broker import JARS, REPO, _classpath, _java
 
@@ -73,6 +76,25 @@ def start_tool(main_class: str, *args: str) -> subprocess.Popen[str]:
     """Start a long-running tool (a console consumer in a group); the caller stops it."""
     return subprocess.Popen(_jvm(TOOLS.get(main_class, main_class), _classpath()) + list(args), text=True,
                             stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+
+
+def key_partition(key: str, partitions: int) -> int:
+    """The Java producer's partition for a key: murmur2, made positive, modulo the count."""
+    return (murmur2(key.encode()) & 0x7FFFFFFF) % partitions
+
+
+def group_rows(out: str, group: str) -> dict[int, dict[str, str]]:
+    """kafka-consumer-groups --describe: one row per partition, keyed by partition."""
+    header: list[str] = []
+    rows = {}
+    for line in out.splitlines():
+        cols = line.split()
+        if cols[:1] == ["GROUP"]:
+            header = cols
+        elif header and cols[:1] == [group]:
+            row = dict(zip(header, cols))
+            rows[int(row["PARTITION"])] = row
+    return rows
 
 
 def compile_client() -> Path:
