@@ -3,8 +3,8 @@ coordinating its transactions killed twice: the output topic, read with read_com
 record exactly once.
 
 The first run is killed right after the exactly-once sink committed batch 1's transactions and before Spark
-recorded the batch (the window where only the topic knows); the next four, each given six batches of new
-input, at a random moment after a random 1-4 of them; during two of those runs the broker coordinating one
+recorded the batch (the window where only the topic knows); the next four, each given three batches of new
+input, at a random moment after a random 1-2 of them; during two of those runs the broker coordinating one
 of the job's transactional ids is killed (and restarted) first; the last run catches up. Real `pylog job` processes (each its own Spark
 driver) against real brokers; kills are SIGKILL. One of the suite's deliberate slow cases.
 """
@@ -89,9 +89,9 @@ def test_stream_to_topic_is_exactly_once_through_job_kills_and_coordinator_kills
         rnd = random.Random(11)
         kills, coordinator_kills, runs = 1, 0, 0
         while kills < 5:
-            # every run gets six more batches of work and is killed after a random 1-4 of them, at a random moment
-            produce(bs, "events", [(b"k%d" % i, b"e%d" % i) for i in range(total, total + 1200)], acks="all")
-            total += 1200
+            # every run gets three more batches of work and is killed after a random 1-2 of them, at a random moment
+            produce(bs, "events", [(b"k%d" % i, b"e%d" % i) for i in range(total, total + 600)], acks="all")
+            total += 600
             before = batches_committed(checkpoint)
             proc = run_job("stream_to_topic", settings, output=log)
             runs += 1
@@ -104,7 +104,7 @@ def test_stream_to_topic_is_exactly_once_through_job_kills_and_coordinator_kills
                 wait_for(lambda: proc.poll() is not None or batches_committed(checkpoint) > before, 120,
                          "the job to commit after its coordinator was killed")
                 c.restart(victim)
-            wanted = before + rnd.randint(1, 4)
+            wanted = before + rnd.randint(1, 2)
             deadline = time.monotonic() + 180
             while proc.poll() is None and batches_committed(checkpoint) < wanted and time.monotonic() < deadline:
                 time.sleep(0.05)

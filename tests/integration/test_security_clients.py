@@ -64,8 +64,9 @@ def _consume(conf: dict, topic: str, n: int, group: str) -> list[bytes]:
     return got
 
 
-@pytest.mark.parametrize("listener, mechanism", [("SASL_SSL", "SCRAM-SHA-512"), ("SASL_SSL", "SCRAM-SHA-256"),
-                                                 ("SASL_SSL", "PLAIN"), ("SSL", None), ("SASL_PLAINTEXT", "SCRAM-SHA-512")])
+# SCRAM-SHA-256 and SASL_PLAINTEXT logins by librdkafka: the re-authentication and flood cases below, and the
+# conformance differential (tests/conformance/test_security.py)
+@pytest.mark.parametrize("listener, mechanism", [("SASL_SSL", "SCRAM-SHA-512"), ("SASL_SSL", "PLAIN"), ("SSL", None)])
 def test_librdkafka_produces_consumes_in_a_group_and_administers_on_each_secure_listener(
         secure: SecureBroker, listener: str, mechanism: str | None) -> None:
     user = "bob" if mechanism == "PLAIN" else "alice"
@@ -181,7 +182,7 @@ def test_sessions_expire_and_librdkafka_logs_in_again_on_the_same_connection(sec
     producer = Producer({**conf, "error_cb": lambda e: errors.append(str(e)), "log_level": 0})
     delivered = []
     started = time.monotonic()
-    while time.monotonic() - started < 3 * REAUTH_MS / 1000:       # three session lifetimes
+    while time.monotonic() - started < 2.2 * REAUTH_MS / 1000:     # more than two session lifetimes
         producer.produce(topic, b"x", on_delivery=lambda err, msg: delivered.append(err))
         producer.poll(0.05)
     assert producer.flush(20) == 0

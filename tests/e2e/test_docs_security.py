@@ -1,6 +1,6 @@
 """Every example in docs/SECURITY.md runs, in order, as an operator would copy it: openssl makes the certificates,
 the properties blocks are saved where their first line says, `pylog broker` starts (and is stopped with SIGTERM),
-the tools log in over SASL_SSL, and the Spark block reads the topic in a Spark session of its own.
+the tools log in over SASL_SSL, and the Spark block runs in the suite's Spark session with `spark` defined.
 
 The only changes: the ports 9092 and 9093 become free ports, /tmp/pylog-secure a folder of the test."""
 from __future__ import annotations
@@ -18,14 +18,13 @@ from tests.support.markdown_examples import Block, commands, readme, substitute
 
 REPO = Path(__file__).resolve().parents[2]
 PAGE = REPO / "docs" / "SECURITY.md"
-SPARK_PRELUDE = ("from pyspark.sql import SparkSession\n"
-                 "spark = SparkSession.builder.master('local[1]').config('spark.ui.enabled', 'false').getOrCreate()\n")
 
 pytestmark = pytest.mark.timeout(300)
 
 
 class Reader:
-    def __init__(self, tmp: Path) -> None:
+    def __init__(self, tmp: Path, spark: object) -> None:
+        self.spark = spark
         self.ports = {"PLAINTEXT": free_port(), "SASL_SSL": free_port()}
         self.names = {":9092": f":{self.ports['PLAINTEXT']}", ":9093": f":{self.ports['SASL_SSL']}",
                       "/tmp/pylog-secure": str(tmp / "pylog-secure")}
@@ -41,10 +40,12 @@ class Reader:
             assert first.startswith("# /"), f"{block.where('docs/SECURITY.md')}: a properties block names its file"
             Path(first[2:].strip()).write_text(body)
         elif block.lang == "python":
-            done = subprocess.run([sys.executable, "-c", SPARK_PRELUDE + code], cwd=REPO, env=self.env,
-                                  capture_output=True, text=True, timeout=180)
-            assert done.returncode == 0, done.stderr[-3000:]
-            self.outputs.append(("python", done.stdout))
+            import contextlib
+            import io
+            printed = io.StringIO()
+            with contextlib.redirect_stdout(printed):
+                exec(compile(code, block.where("docs/SECURITY.md"), "exec"), {"spark": self.spark})  # noqa: S102
+            self.outputs.append(("python", printed.getvalue()))
         else:
             assert block.lang == "bash", block
             for command in commands(code):
@@ -62,8 +63,8 @@ class Reader:
         self.outputs.append((command, done.stdout))
 
 
-def test_every_security_doc_example_runs_as_written(tmp_path: Path) -> None:
-    reader = Reader(tmp_path)
+def test_every_security_doc_example_runs_as_written(spark: object, tmp_path: Path) -> None:
+    reader = Reader(tmp_path, spark)
     examples = readme(PAGE)
     assert {b.lang for b in examples} == {"bash", "properties", "python"}
     try:
