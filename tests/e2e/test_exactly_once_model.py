@@ -14,7 +14,7 @@ import pytest
 
 from tests.support.eo_model import ExactlyOnceModel, in_process_runner
 
-ACTIONS = int(os.environ.get("PYLOG_MODEL_ACTIONS", "4"))
+ACTIONS = int(os.environ.get("PYLOG_MODEL_ACTIONS", "2"))     # make test's walk; long walks: see the top
 pytestmark = [pytest.mark.slow, pytest.mark.timeout(int(os.environ.get("PYLOG_MODEL_TIMEOUT", str(120 + 60 * ACTIONS))))]
 
 

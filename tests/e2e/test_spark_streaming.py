@@ -52,7 +52,8 @@ def checkpoint_offsets(checkpoint: Path, batch_id: int) -> dict:
     return recorded
 
 
-def test_available_now_honours_max_offsets_per_trigger(spark, shared_broker, topic_name, tmp_path):
+def test_available_now_honours_max_offsets_per_trigger(spark, pylog_broker, topic_name, tmp_path):
+    shared_broker = pylog_broker     # the source's planning alone: on pylog only (make test's time)
     topic = topic_name("avnow")
     create_topic(shared_broker.bootstrap, topic, 4)
     produce_records(shared_broker.bootstrap, topic, [{"value": b"v", "partition": i % 4} for i in range(100)])
@@ -65,7 +66,8 @@ def test_available_now_honours_max_offsets_per_trigger(spark, shared_broker, top
     assert checkpoint_offsets(tmp_path / "cp", 4) == {topic: {str(p): 25 for p in range(4)}}
 
 
-def test_rate_limit_is_proportional_to_backlog(spark, shared_broker, topic_name, tmp_path):
+def test_rate_limit_is_proportional_to_backlog(spark, pylog_broker, topic_name, tmp_path):
+    shared_broker = pylog_broker     # the source's planning alone: on pylog only (make test's time)
     topic = topic_name("prop")
     create_topic(shared_broker.bootstrap, topic, 2)
     produce_records(shared_broker.bootstrap, topic,
@@ -160,7 +162,8 @@ def test_fail_on_data_loss_true_stops_the_query_with_a_clear_error(spark, shared
         q.stop()
 
 
-def test_fail_on_data_loss_false_warns_and_goes_on(spark, shared_broker, topic_name, tmp_path):
+def test_fail_on_data_loss_false_warns_and_goes_on(spark, pylog_broker, topic_name, tmp_path):
+    shared_broker = pylog_broker     # the source's planning alone: on pylog only (make test's time)
     topic = topic_name("loss-false")
     q = _run_until_data_loss(spark, shared_broker, topic, tmp_path, "false")
     try:
