@@ -167,6 +167,9 @@ class Connection(asyncio.BufferedProtocol):
         self._queue.clear()
         self._backlog = []
         self._out = []
+        # asyncio's TLS layer keeps this protocol's bound methods, so connection and transport form a cycle
+        # that only the cycle collector frees; letting go of the transport frees a closed connection at once
+        self.transport = None
 
     def get_buffer(self, sizehint: int) -> memoryview:
         return self._frames.buffer()

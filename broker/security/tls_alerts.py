@@ -1,4 +1,4 @@
-"""Send the TLS alert of a failed handshake before the connection closes (asyncio drops it), and log why.
+"""Two repairs to asyncio's TLS transport: send a failed handshake's alert, and share the receive buffer.
 
 CPython 3.11's asyncio TLS transport (`asyncio.sslproto.SSLProtocol._do_handshake`) closes the socket at
 once when OpenSSL fails a handshake, without writing the alert OpenSSL has just put in its outgoing
@@ -6,13 +6,20 @@ buffer. A client refused for a missing or untrusted certificate then sees a bare
 client takes for a network fault and retries until its timeout, where Kafka's broker sends the alert
 (`certificate_required`, `unknown_ca`) and the client fails at once with SslAuthenticationException.
 `install()` wraps that one method: on a handshake error it first writes the pending alert, and logs the
-reason (at most once a minute per reason). The wrapper calls the original for everything else.
+reason (at most once a minute per reason).
+
+The same transport gives every connection its own 256 KiB receive buffer (`_ssl_buffer`, zero-filled), most of
+a TLS connection's ~370 KB: 1,000 idle TLS clients cost the broker 373 MB (bench/RESULTS.md, the security
+benchmark). The buffer is only ever filled and consumed within one read callback of the event loop (recv_into,
+then handed to OpenSSL's memory BIO before the callback returns), so every connection of a loop can share
+one; `install()` makes new TLS connections use one buffer per thread.
 """
 from __future__ import annotations
 
 import asyncio.sslproto as sslproto
 import logging
 import ssl
+import threading
 from typing import Any
 
 from kafka_protocol.quiet_logging import quiet
@@ -51,4 +58,17 @@ def install() -> None:
             self._on_handshake_complete(None)
 
     protocol._do_handshake = _do_handshake
+    original_init = protocol.__init__
+    if hasattr(protocol, "max_size"):
+        shared = threading.local()
+
+        def __init__(self: Any, *args: Any, **kwargs: Any) -> None:
+            original_init(self, *args, **kwargs)
+            if getattr(shared, "buffer", None) is None:
+                shared.buffer = bytearray(protocol.max_size)
+                shared.view = memoryview(shared.buffer)
+            if len(self._ssl_buffer) == len(shared.buffer):
+                self._ssl_buffer, self._ssl_buffer_view = shared.buffer, shared.view
+
+        protocol.__init__ = __init__
     _installed = True
