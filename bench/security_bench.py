@@ -41,8 +41,8 @@ the client, the broker and Spark compete for the same CPUs, so the ratios, measu
 are the figures to quote.
 
 Usage:
-  .venv/bin/python bench/security_bench.py                 # full run, about 4 minutes on 2 cores
-  .venv/bin/python bench/security_bench.py --quick         # smoke run, about 1.5 minutes
+  .venv/bin/python bench/security_bench.py                 # full run, 5-10 minutes on 2 cores (Kafka starts 4 times)
+  .venv/bin/python bench/security_bench.py --quick         # smoke run, about 2 minutes
   .venv/bin/python bench/security_bench.py --skip spark,storm --rounds 3
   .venv/bin/python bench/security_bench.py --brokers pylog --skip throughput,spark     # the login storm alone
 
