@@ -27,10 +27,23 @@ ALLOWED_SKIP_REASONS: tuple[str, ...] = ()
 _unexpected_skips: list[str] = []
 
 
+# seconds each of the longest files took in `make test` (2026-11-26, tests/ durations): pytest-xdist hands files
+# out in collection order (`--no-loadscope-reorder`), so the longest go first and none starts last
+FILE_SECONDS = {"tests/e2e/test_delta_spark.py": 300, "tests/e2e/test_jobs_exactly_once.py": 280,
+                "tests/e2e/test_jobs_user_actions.py": 230, "tests/e2e/test_jobs_leader_change.py": 150,
+                "tests/e2e/test_readme_examples.py": 150, "tests/e2e/test_jobs_stream_to_topic.py": 120,
+                "tests/e2e/test_spark_streaming.py": 120, "tests/e2e/test_exactly_once_invariant.py": 115,
+                "tests/e2e/test_first_contact.py": 105, "tests/integration/test_cluster_replication.py": 100,
+                "tests/e2e/test_spark_cluster.py": 55, "tests/e2e/test_spark_options.py": 50,
+                "tests/integration/test_kafka_cli_tools.py": 40, "tests/integration/test_security_clients.py": 35,
+                "tests/e2e/test_exactly_once_model.py": 30, "tests/e2e/test_spark_security.py": 30}
+
+
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
-    """The deliberately slow cases (marked `slow`: Spark jobs, kill loops) first, each group in its usual order:
-    `make test` runs on two processes, and long cases started early leave no long tail at the end."""
-    items.sort(key=lambda item: item.get_closest_marker("slow") is None)
+    """The longest files first (FILE_SECONDS), then the other deliberately slow cases (marked `slow`), then the
+    rest, each file's cases in their usual order: long cases started early leave no long tail at the end."""
+    items.sort(key=lambda item: (-FILE_SECONDS.get(item.nodeid.split("::")[0], 0),
+                                 item.get_closest_marker("slow") is None))
 
 
 def pytest_runtest_logreport(report: pytest.TestReport) -> None:
