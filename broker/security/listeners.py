@@ -19,13 +19,13 @@ from dataclasses import dataclass
 
 from broker.config import SASL_MECHANISMS, BrokerConfig
 from kafka_protocol.errors import InvalidConfigError
-from kafka_protocol.security.client_settings import PROTOCOLS, SASL_PROTOCOLS, TLS_PROTOCOLS
+from kafka_protocol.security.client_settings import PROTOCOLS, SecurityProtocol
 
 _LISTENER = re.compile(r"^([A-Za-z0-9_]+)://(\[[0-9A-Fa-f:.]+\]|[^:/\s]*):(\d+)$")
 
 
 @dataclass(frozen=True)
-class Listener:
+class Listener(SecurityProtocol):
     name: str                 # upper case, as Kafka prints it
     protocol: str
     host: str                 # "" binds every interface
@@ -33,13 +33,6 @@ class Listener:
     advertised_host: str = ""
     advertised_port: int = 0
 
-    @property
-    def tls(self) -> bool:
-        return self.protocol in TLS_PROTOCOLS
-
-    @property
-    def sasl(self) -> bool:
-        return self.protocol in SASL_PROTOCOLS
 
     def with_port(self, port: int) -> "Listener":
         """The listener once bound (port 0 asks the OS for one); an unset advertised port follows."""

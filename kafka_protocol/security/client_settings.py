@@ -20,6 +20,20 @@ from kafka_protocol.security import jaas, tls
 PROTOCOLS = ("PLAINTEXT", "SSL", "SASL_PLAINTEXT", "SASL_SSL")
 TLS_PROTOCOLS = ("SSL", "SASL_SSL")
 SASL_PROTOCOLS = ("SASL_PLAINTEXT", "SASL_SSL")
+
+
+class SecurityProtocol:
+    """`tls` and `sasl` of anything with a Kafka security `protocol` (a client's settings, a broker's listener)."""
+
+    protocol: str
+
+    @property
+    def tls(self) -> bool:
+        return self.protocol in TLS_PROTOCOLS
+
+    @property
+    def sasl(self) -> bool:
+        return self.protocol in SASL_PROTOCOLS
 MECHANISMS = ("PLAIN", "SCRAM-SHA-256", "SCRAM-SHA-512")
 # Java client names that become TLS settings of the project's clients (the broker's tls module reads them)
 _SSL_KEYS = ("ssl.keystore.type", "ssl.keystore.location", "ssl.keystore.password", "ssl.key.password",
@@ -39,7 +53,7 @@ class SecuritySettingsError(ValueError):
 
 
 @dataclass(frozen=True)
-class ClientSecurity:
+class ClientSecurity(SecurityProtocol):
     protocol: str = "PLAINTEXT"
     mechanism: str | None = None
     username: str | None = None
@@ -48,14 +62,6 @@ class ClientSecurity:
 
     def __repr__(self) -> str:                             # never print a password
         return f"ClientSecurity({self.protocol}, {self.mechanism}, user={self.username!r})"
-
-    @property
-    def tls(self) -> bool:
-        return self.protocol in TLS_PROTOCOLS
-
-    @property
-    def sasl(self) -> bool:
-        return self.protocol in SASL_PROTOCOLS
 
     def ssl_context(self) -> ssl.SSLContext | None:
         return tls.client_context(dict(self.ssl_settings)) if self.tls else None
