@@ -186,6 +186,14 @@ CONFIG = (ConfigDef()
             'ZooKeeper session timeout: a broker silent this long is dead.')
     .define('zookeeper.connection.timeout.ms', 'int', _int, None,
             'Wait this long for a ZooKeeper session at start (default: zookeeper.session.timeout.ms).')
+    .define('zookeeper.set.acl', 'boolean', _bool, False,
+            "Create znodes with ACLs, as Kafka does: only the brokers' ZooKeeper user may change them, and SCRAM "
+            "credentials are readable by it alone; needs zookeeper.sasl.jaas.config.")
+    .define('zookeeper.sasl.jaas.config', 'password', _str, None,
+            "The brokers' SASL login to ZooKeeper (DIGEST-MD5): the line of the JAAS Client section Kafka reads, "
+            'org.apache.zookeeper.server.auth.DigestLoginModule required username="kafka" password="...";')
+    .define('zookeeper.sasl.client.username', 'string', _str, 'zookeeper',
+            "ZooKeeper's SASL service name (ZooKeeper's zookeeper.sasl.client.username).")
     .define('controller.socket.timeout.ms', 'int', _int, 30000,
             "The controller gives up waiting for a broker's answer after this long and sends the request again.")
     .define('replica.lag.time.max.ms', 'int', _int, 30000,

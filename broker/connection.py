@@ -12,7 +12,8 @@ gets one task; frames that arrive meanwhile are copied into a queue and run afte
 
 In cluster mode a broker that has not yet heard from the controller (its first UpdateMetadata)
 holds client requests, in order, for up to `CLUSTER_READY_WAIT_S`: before that it knows neither the
-live brokers nor its roles. ApiVersions and the controller's own requests are never held.
+live brokers nor its roles. ApiVersions, the SASL login and the controller's own requests are never held
+(the controller logs in before it sends that UpdateMetadata).
 
 Security (issue 28): the listener's `Endpoint` gives the connection its TLS (file regions are then
 read and written through TLS, never sendfile'd), its principal (an mTLS client's certificate) and,
@@ -279,7 +280,8 @@ class Connection(asyncio.BufferedProtocol):
             self.close()
             return
         if (node is not None and not self._waited_for_cluster and not node.ready.is_set()
-                and api_key != ApiKey.API_VERSIONS and api_key not in CONTROLLER_API_TABLE):
+                and api_key != ApiKey.API_VERSIONS and api_key not in CONTROLLER_API_TABLE
+                and api_key not in SASL_APIS):
             self._task = asyncio.get_running_loop().create_task(self._when_cluster_ready(bytes(frame)))
             return
         if api_key != ApiKey.PRODUCE and not isinstance(frame, bytes):

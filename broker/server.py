@@ -35,6 +35,8 @@ from broker.security import tls_alerts
 from broker.security.authorizer import make_authorizer
 from broker.security.credentials import CredentialStore
 from broker.security.endpoint import Endpoint, build_endpoints
+from broker.cluster.zk_security import zk_security
+from broker.security.inter_broker import PeerSecurity, peer_security
 from broker.security.listeners import Listener, configured_listeners, exposure_problem, inter_broker_listener
 from kafka_protocol.errors import InvalidConfigError
 from broker.fetch_sessions import FetchSessionCache
@@ -80,6 +82,7 @@ class BrokerServer:
         self._servers: list[asyncio.base_events.Server] = []
         self.endpoints: list[Endpoint] = []
         self.listeners: list[Listener] = []      # as bound (a port 0 resolved)
+        self.peer_security: PeerSecurity | None = None   # how this broker logs in to its peers (cluster mode)
         self.connections: set[Connection] = set()
         self.request_memory = RequestMemoryPool(config["queued.max.request.bytes"])
         self._housekeeping: asyncio.Task[None] | None = None
@@ -119,9 +122,10 @@ class BrokerServer:
         problem = exposure_problem(cfg, listeners)
         if problem is not None:
             raise InvalidConfigError(problem)
-        if cfg["zookeeper.connect"] and inter_broker_listener(cfg, listeners).protocol != "PLAINTEXT":
-            raise InvalidConfigError("brokers of a cluster talk to each other over PLAINTEXT only for now: set "
-                                     "inter.broker.listener.name to a PLAINTEXT listener (on a private network)")
+        # how this broker logs in to its peers and to ZooKeeper, checked before anything binds (cluster mode)
+        if cfg["zookeeper.connect"]:
+            self.peer_security = peer_security(cfg, inter_broker_listener(cfg, listeners))
+            zk_security(cfg)
         dynamic_configs.load(cfg, self.data_dir)
         # SCRAM users and ACLs: the data directory's, or ZooKeeper's in cluster mode (SecuritySync, below)
         security_dir = None if cfg["zookeeper.connect"] else self.data_dir
@@ -219,15 +223,18 @@ class BrokerServer:
                 loop.call_soon_threadsafe(apply_view)
 
         between = inter_broker_listener(cfg, self.listeners)
-        node = ClusterNode(cfg["zookeeper.connect"], cfg["broker.id"], between.advertised_host,
-                           between.advertised_port, on_view=on_view, listeners=tuple(
-                               (lst.name, lst.protocol, lst.advertised_host, lst.advertised_port)
-                               for lst in self.listeners) if len(self.listeners) > 1 else (),
-                           **node_settings(cfg))
-        replication = Replication(cfg["broker.id"], cfg, replicas, node.write_isr, replicas.wake)
+        legacy = next((lst for lst in self.listeners if lst.protocol == "PLAINTEXT"), between)
+        endpoints = tuple((lst.name, lst.protocol, lst.advertised_host, lst.advertised_port) for lst in self.listeners)
+        node = ClusterNode(cfg["zookeeper.connect"], cfg["broker.id"], legacy.advertised_host,
+                           legacy.advertised_port, on_view=on_view,
+                           listeners=() if [(n, p) for n, p, _, _ in endpoints] == [("PLAINTEXT", "PLAINTEXT")]
+                           else endpoints,
+                           peer_security=self.peer_security, **node_settings(cfg))
+        replication = Replication(cfg["broker.id"], cfg, replicas, node.write_isr, replicas.wake,
+                                  peer_security=self.peer_security)
         replication.on_leadership(OFFSETS_TOPIC, groups.on_offsets_partition)
         replication.on_leadership(TRANSACTION_STATE_TOPIC, transactions.on_state_partition)
-        transactions.channel = BrokerChannel(cfg["broker.id"], lambda: replication.view.brokers)
+        transactions.channel = BrokerChannel(cfg["broker.id"], lambda: replication.view.brokers, self.peer_security)
         await asyncio.to_thread(node.start)
         self.cluster = node
         replicas.attach_cluster(node, replication)

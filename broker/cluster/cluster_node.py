@@ -40,7 +40,9 @@ from broker.cluster.controller import ClusterController, create_topic, request_t
 from broker.cluster.controller_election import ControllerElection
 from broker.cluster.membership import BrokerMembership
 from broker.cluster.zk_client import ZkClient
+from broker.cluster.zk_security import ZkSecurity, zk_security
 from broker.cluster.zk_layout import BrokerRegistration, PartitionState, TopicAssignment
+from broker.security.inter_broker import PeerSecurity
 from kafka_protocol.controller_schemas import (
     LeaderAndIsrRequest,
     LeaderAndIsrResponse,
@@ -65,9 +67,10 @@ class ClusterNode:
                  listeners: tuple[tuple[str, str, str, int], ...] = (),
                  session_timeout_ms: int, connection_timeout_ms: int | None, unclean_leader_election: bool,
                  auto_leader_rebalance: bool, leader_imbalance_check_s: int, controller_socket_timeout_ms: int,
-                 on_view: Callable[[ClusterView], None]) -> None:
+                 on_view: Callable[[ClusterView], None], peer_security: PeerSecurity | None = None,
+                 zk_security: ZkSecurity | None = None) -> None:
         self.broker_id = broker_id
-        self.zk = ZkClient(zk_connect, session_timeout_ms, connection_timeout_ms)
+        self.zk = ZkClient(zk_connect, session_timeout_ms, connection_timeout_ms, zk_security)
         self.membership = BrokerMembership(self.zk, BrokerRegistration(broker_id, host, port,
                                                                        listeners=listeners))
         self.watcher = ClusterWatcher(self.zk, on_view)
@@ -77,7 +80,8 @@ class ClusterNode:
         self.controller = ClusterController(self.zk, self.election, unclean_leader_election=unclean_leader_election,
                                             auto_leader_rebalance=auto_leader_rebalance,
                                             leader_imbalance_check_s=leader_imbalance_check_s,
-                                            socket_timeout_ms=controller_socket_timeout_ms)
+                                            socket_timeout_ms=controller_socket_timeout_ms,
+                                            peer_security=peer_security)
         self.election._on_elected = self.controller.start
         self.election._on_resigned = self.controller.stop
 
@@ -266,4 +270,5 @@ def node_settings(config: Any) -> dict[str, Any]:
         "auto_leader_rebalance": config["auto.leader.rebalance.enable"],
         "leader_imbalance_check_s": config["leader.imbalance.check.interval.seconds"],
         "controller_socket_timeout_ms": config["controller.socket.timeout.ms"],
+        "zk_security": zk_security(config),
     }

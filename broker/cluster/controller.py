@@ -55,6 +55,7 @@ from broker.cluster.membership import read_live_brokers
 from broker.cluster.role_requests import ControllerStamp, PartitionInfo, leader_and_isr, stop_replica, update_metadata
 from broker.cluster.zk_client import ZkClient
 from broker.cluster.zk_layout import BrokerRegistration, PartitionState, TopicAssignment, ZkDataError
+from broker.security.inter_broker import PeerSecurity
 from kafka_protocol.errors import TopicAlreadyExistsError
 
 log = logging.getLogger(__name__)
@@ -90,8 +91,10 @@ class ClusterController:
 
     def __init__(self, zk: ZkClient, election: ControllerElection, *, unclean_leader_election: bool = False,
                  auto_leader_rebalance: bool = False, leader_imbalance_check_s: float = 300.0,
-                 socket_timeout_ms: int = 30000) -> None:
+                 socket_timeout_ms: int = 30000, peer_security: PeerSecurity | None = None) -> None:
         self.zk = zk
+        self.peer_security = peer_security
+        self.peer_listener = peer_security.listener if peer_security is not None else "PLAINTEXT"
         self.election = election
         self.unclean = unclean_leader_election
         self.auto_leader_rebalance = auto_leader_rebalance
@@ -121,7 +124,7 @@ class ClusterController:
         self._known = {}
         if self._channel is not None:
             self._channel.stop()
-        self._channel = ControllerChannel(token.broker_id, self.socket_timeout_s)
+        self._channel = ControllerChannel(token.broker_id, self.socket_timeout_s, self.peer_security)
         self._thread = threading.Thread(target=self._run, name=f"controller-epoch-{token.epoch}", daemon=True)
         self._thread.start()
         kazoo = self.zk.kazoo
@@ -229,7 +232,7 @@ class ClusterController:
         registered = read_live_brokers(self.zk, ids)
         live = set(registered)
         assert self._channel is not None
-        fresh = self._channel.set_brokers({b: BrokerAddress(b, reg.host, reg.port, epoch)
+        fresh = self._channel.set_brokers({b: BrokerAddress(b, *reg.address(self.peer_listener), epoch)
                                            for b, (reg, epoch) in registered.items()})
         self._registrations = {b: reg for b, (reg, _) in registered.items()}
         if live == self._live and not fresh:
@@ -243,7 +246,8 @@ class ClusterController:
         brokers, known = self._registrations, self._known
         for b in fresh:       # joined, or registered anew: everything it replicates, then all metadata
             theirs = {tp: info for tp, info in known.items() if b in info.replicas}
-            self._channel.send(b, partial(leader_and_isr, stamp, partitions=theirs, brokers=brokers, full=True))
+            self._channel.send(b, partial(leader_and_isr, stamp, partitions=theirs, brokers=brokers, full=True,
+                                                   listener=self.peer_listener))
             self._channel.send(b, partial(update_metadata, stamp, partitions=known, brokers=brokers))
         for b in sorted(live - set(fresh)):        # the others: the new set of live brokers
             self._channel.send(b, partial(update_metadata, stamp, partitions={}, brokers=brokers))
@@ -271,7 +275,8 @@ class ClusterController:
             self._known[tp] = info
         brokers = self._registrations
         for b, theirs in sorted(roles.items()):
-            channel.send(b, partial(leader_and_isr, stamp, partitions=theirs, brokers=brokers))
+            channel.send(b, partial(leader_and_isr, stamp, partitions=theirs, brokers=brokers,
+                                              listener=self.peer_listener))
         for b in sorted(self._live):
             channel.send(b, partial(update_metadata, stamp, partitions=changed, brokers=brokers))
 

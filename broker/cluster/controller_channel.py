@@ -15,6 +15,10 @@ ControllerChannelManager does:
   deposed controller and STALE_BROKER_EPOCH to a request for its previous registration, and
   neither improves by sending again.
 
+Over a TLS or SASL inter-broker listener each connection is wrapped in TLS and logs in first
+(`client_login`), and is replaced before a session the broker limits in time expires, as
+`replication.peer_connection` does for the asyncio side.
+
 Encoding and decoding are the protocol layer's (`client_codec`); this module owns sockets and threads.
 """
 from __future__ import annotations
@@ -25,13 +29,16 @@ import queue
 import socket
 import struct
 import threading
+import time
 from dataclasses import dataclass
 from typing import Any, Callable
 
 from kio.schema.errors import ErrorCode
 
+from broker.security.inter_broker import PeerSecurity
 from kafka_protocol.client_codec import ResponseError, decode_response, encode_request
 from kafka_protocol.quiet_logging import quiet
+from kafka_protocol.security.client_login import AuthenticationError, login
 
 log = logging.getLogger(__name__)
 retry_log = quiet(logging.getLogger(__name__ + ".retry"))
@@ -52,8 +59,11 @@ class BrokerAddress:
 class _Sender:
     """One broker's queue and the thread that empties it."""
 
-    def __init__(self, address: BrokerAddress, client_id: str, timeout_s: float) -> None:
+    def __init__(self, address: BrokerAddress, client_id: str, timeout_s: float,
+                 security: PeerSecurity | None = None) -> None:
         self.address = address
+        self.security = security
+        self._renew_at: float | None = None
         self.client_id = client_id
         self.timeout_s = timeout_s
         self.queue: "queue.Queue[Any | None]" = queue.Queue()
@@ -77,7 +87,7 @@ class _Sender:
             while not self._stopped.is_set():
                 try:
                     answer = self._exchange(api_key, version, body)
-                except (OSError, ResponseError) as e:
+                except (OSError, ResponseError, AuthenticationError) as e:
                     self._close()
                     retry_log.warning("controller request (API %d) to broker %d at %s:%d not delivered, retrying: %s",
                                       api_key, self.address.broker_id, self.address.host, self.address.port, e)
@@ -90,9 +100,29 @@ class _Sender:
         self._close()
 
     def _exchange(self, api_key: int, version: int, body: Any) -> Any:
+        if self._renew_at is not None and time.monotonic() >= self._renew_at:
+            self._close()                     # a new connection and login before the session expires
         if self._sock is None:
-            self._sock = socket.create_connection((self.address.host, self.address.port), timeout=self.timeout_s)
-            self._sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+            self._connect()
+        return self._call(api_key, version, body)
+
+    def _connect(self) -> None:
+        sock = socket.create_connection((self.address.host, self.address.port), timeout=self.timeout_s)
+        sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+        security = self.security
+        if security is not None and security.ssl_context is not None:
+            try:
+                sock = security.ssl_context.wrap_socket(sock, server_hostname=self.address.host)
+            except OSError:
+                sock.close()
+                raise
+        self._sock = sock
+        if security is not None and security.client is not None and security.client.sasl:
+            lifetime_ms = login(self._call, security.client, 1)
+            self._renew_at = PeerSecurity.renew_at(lifetime_ms)
+
+    def _call(self, api_key: int, version: int, body: Any) -> Any:
+        assert self._sock is not None
         correlation_id = next(self._ids)
         self._sock.sendall(encode_request(api_key, version, correlation_id, self.client_id, body))
         (size,) = _SIZE.unpack(self._read(4))
@@ -111,6 +141,7 @@ class _Sender:
         return bytes(buf)
 
     def _close(self) -> None:
+        self._renew_at = None
         if self._sock is not None:
             try:
                 self._sock.close()
@@ -122,9 +153,10 @@ class _Sender:
 class ControllerChannel:
     """The controller's senders, one per live broker; `send` queues, never blocks on the network."""
 
-    def __init__(self, controller_id: int, timeout_s: float = 30.0) -> None:
+    def __init__(self, controller_id: int, timeout_s: float = 30.0, security: PeerSecurity | None = None) -> None:
         self.client_id = f"controller-{controller_id}"
         self.timeout_s = timeout_s
+        self.security = security
         self._senders: dict[int, _Sender] = {}
         self._lock = threading.Lock()
 
@@ -139,7 +171,7 @@ class ControllerChannel:
                     del self._senders[broker_id]
             for broker_id, address in brokers.items():
                 if broker_id not in self._senders:
-                    self._senders[broker_id] = _Sender(address, self.client_id, self.timeout_s)
+                    self._senders[broker_id] = _Sender(address, self.client_id, self.timeout_s, self.security)
                     fresh.append(broker_id)
         return sorted(fresh)
 

@@ -88,8 +88,10 @@ def _by_topic(partitions: Mapping[TopicPartition, PartitionInfo]) -> dict[str, l
 
 
 def leader_and_isr(stamp: ControllerStamp, broker_epoch: int, partitions: Mapping[TopicPartition, PartitionInfo],
-                   brokers: Mapping[int, BrokerRegistration], full: bool = False) -> LeaderAndIsrRequest:
-    """The roles of `partitions` for one broker; `full`: they are every partition it replicates."""
+                   brokers: Mapping[int, BrokerRegistration], full: bool = False,
+                   listener: str = "PLAINTEXT") -> LeaderAndIsrRequest:
+    """The roles of `partitions` for one broker; `full`: they are every partition it replicates. Each leader
+    is named by its endpoint on `listener`, the inter-broker one, as Kafka's controller does."""
     leaders = sorted({info.state.leader for info in partitions.values() if info.state.leader in brokers})
     return LeaderAndIsrRequest(
         controller_id=BrokerId(stamp.controller_id), controller_epoch=i32(stamp.controller_epoch),
@@ -103,8 +105,8 @@ def leader_and_isr(stamp: ControllerStamp, broker_epoch: int, partitions: Mappin
                     replicas=tuple(BrokerId(b) for b in info.replicas))
                 for p, info in ps))
             for topic, ps in _by_topic(partitions).items()),
-        live_leaders=tuple(LeaderAndIsrLiveLeader(broker_id=BrokerId(b), host_name=brokers[b].host,
-                                                  port=i32(brokers[b].port)) for b in leaders))
+        live_leaders=tuple(LeaderAndIsrLiveLeader(broker_id=BrokerId(b), host_name=brokers[b].address(listener)[0],
+                                                  port=i32(brokers[b].address(listener)[1])) for b in leaders))
 
 
 def update_metadata(stamp: ControllerStamp, broker_epoch: int, partitions: Mapping[TopicPartition, PartitionInfo],

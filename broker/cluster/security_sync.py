@@ -50,7 +50,7 @@ class SecuritySync:
         kazoo = self.zk.kazoo
         for path in (USERS, CONFIG_CHANGES, ACL_CHANGES, ACL_EXTENDED_CHANGES,
                      *(f"{root}/{t}" for root in ACL_ROOTS for t in RESOURCE_TYPES)):
-            kazoo.ensure_path(path)
+            kazoo.ensure_path(path, acl=self.zk.acl_for(path))
         self.credentials.persist = self.write_users
         ChildrenWatch(kazoo, USERS, lambda children: self._follow(USERS, children, self._on_user))
         if self.acls is not None:
@@ -135,6 +135,6 @@ class SecuritySync:
             kazoo.set(path, data)
         except NoNodeError:
             try:
-                kazoo.create(path, data, makepath=True)
+                kazoo.create(path, data, acl=self.zk.acl_for(path), makepath=True)
             except NodeExistsError:
                 kazoo.set(path, data)

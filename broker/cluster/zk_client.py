@@ -7,6 +7,10 @@ a session expires (the broker was frozen or cut off longer than `zookeeper.sessi
 kazoo opens a new one; `on_new_session` callbacks then run so that ephemeral nodes (registration,
 controller) are re-created, as Kafka re-registers after a session expiry. Callbacks run on kazoo's
 event thread and must not block.
+
+With a `ZkSecurity` (`zk_security.py`) the session logs in with SASL and znodes are created with
+Kafka's ACLs (`acl_for(path)`); a login ZooKeeper refuses is a `ZooKeeperUnavailableError` naming the
+user and the setting, at start.
 """
 from __future__ import annotations
 
@@ -15,11 +19,13 @@ import threading
 from typing import Callable
 
 from kazoo.client import KazooClient, KazooState
-from kazoo.exceptions import NodeExistsError
+from kazoo.exceptions import AuthFailedError, NodeExistsError
+from kazoo.security import ACL
 from kazoo.handlers.threading import KazooTimeoutError
 from kazoo.retry import KazooRetry
 
 from broker.cluster import zk_layout
+from broker.cluster.zk_security import ZkSecurity
 
 log = logging.getLogger(__name__)
 
@@ -30,12 +36,14 @@ class ZooKeeperUnavailableError(RuntimeError):
 
 class ZkClient:
     def __init__(self, connect: str, session_timeout_ms: int = 18000,
-                 connection_timeout_ms: int | None = None) -> None:
+                 connection_timeout_ms: int | None = None, security: ZkSecurity | None = None) -> None:
         self.connect = connect
         self.session_timeout_ms = session_timeout_ms
         self.connection_timeout_ms = connection_timeout_ms or session_timeout_ms
+        self.security = security or ZkSecurity()
         self.kazoo = KazooClient(hosts=connect, timeout=session_timeout_ms / 1000.0,
-                                 connection_retry=KazooRetry(max_tries=-1, max_delay=1.0))
+                                 connection_retry=KazooRetry(max_tries=-1, max_delay=1.0),
+                                 sasl_options=self.security.sasl_options(), default_acl=self.security.default_acl())
         self._new_session_callbacks: list[Callable[[], None]] = []
         self._lost_callbacks: list[Callable[[], None]] = []
         self._session_id: int | None = None
@@ -45,17 +53,26 @@ class ZkClient:
     def start(self) -> None:
         try:
             self.kazoo.start(timeout=self.connection_timeout_ms / 1000.0)
+            self._session_id = self.session_id
+            for path in zk_layout.TOP_LEVEL_PATHS:
+                try:
+                    self.kazoo.ensure_path(path, acl=self.acl_for(path))
+                except NodeExistsError:
+                    pass
         except KazooTimeoutError:
             self.kazoo.stop()
             raise ZooKeeperUnavailableError(
                 f"no ZooKeeper session with {self.connect} within {self.connection_timeout_ms} ms "
                 "(zookeeper.connect, zookeeper.connection.timeout.ms)") from None
-        self._session_id = self.session_id
-        for path in zk_layout.TOP_LEVEL_PATHS:
-            try:
-                self.kazoo.ensure_path(path)
-            except NodeExistsError:
-                pass
+        except AuthFailedError:
+            self.stop()
+            raise ZooKeeperUnavailableError(
+                f"ZooKeeper at {self.connect} refused the SASL login of user {self.security.username!r}: check "
+                "zookeeper.sasl.jaas.config against ZooKeeper's JAAS Server section") from None
+
+    def acl_for(self, path: str) -> list[ACL] | None:
+        """The ACL a znode at `path` is created with (None: kazoo's default, open without zookeeper.set.acl)."""
+        return self.security.acl_for(path)
 
     def stop(self) -> None:
         self.kazoo.stop()

@@ -103,8 +103,10 @@ def _encode(value: Mapping[str, Any]) -> bytes:
 
 @dataclass(frozen=True)
 class BrokerRegistration:
-    """A broker's /brokers/ids/<id>: `host`/`port` are its PLAINTEXT endpoint, the one brokers use between
-    themselves; `listeners` every endpoint it advertises, (listener name, security protocol, host, port)."""
+    """A broker's /brokers/ids/<id>: `host`/`port` are its PLAINTEXT endpoint (Kafka's legacy fields; the
+    first endpoint when it has none); `listeners` every endpoint it advertises, (listener name, security
+    protocol, host, port), empty for the one PLAINTEXT listener. Brokers reach each other at `address` of
+    the inter-broker listener."""
 
     broker_id: int
     host: str
@@ -130,6 +132,8 @@ class BrokerRegistration:
             "endpoints": [f"{n}://{h}:{p}" for n, _, h, p in endpoints], "jmx_port": -1,
             "port": self.port, "host": self.host, "version": 5, "timestamp": str(self.timestamp_ms),
         }
+        if not any(protocol == "PLAINTEXT" for _, protocol, _, _ in endpoints):
+            value.update(host=None, port=-1)        # as Kafka registers a broker without a PLAINTEXT listener
         if self.rack is not None:
             value["rack"] = self.rack
         return _encode(value)
@@ -154,11 +158,14 @@ class BrokerRegistration:
                 listeners.append((listener, protocol, h.strip("[]"), int(p)))
                 if protocol == "PLAINTEXT" and not plaintext_seen:
                     host, port, plaintext_seen = h, int(p), True
+            if not plaintext_seen and listeners:
+                _, _, host, port = listeners[0]
         if not isinstance(host, str) or not host or not isinstance(port, int) or not 0 < port < 65536:
-            raise ZkDataError(path, "no PLAINTEXT endpoint")
+            raise ZkDataError(path, "no endpoint")
         rack = v.get("rack")
         return cls(broker_id, host.strip("[]"), port, rack if isinstance(rack, str) else None,
-                   int(v.get("timestamp") or 0), tuple(listeners) if len(listeners) > 1 else ())
+                   int(v.get("timestamp") or 0),
+                   () if [(n, pr) for n, pr, _, _ in listeners] == [("PLAINTEXT", "PLAINTEXT")] else tuple(listeners))
 
 
 # ---------------------------------------------------------------- controller

@@ -55,6 +55,7 @@ from broker.log.log_manager import LogManager
 from broker.log.partition_log import PartitionLog
 from broker.replication.leader_state import LeaderState
 from broker.replication.replica_fetcher import FetcherSettings, FollowedPartition, ReplicaFetcher
+from broker.security.inter_broker import PeerSecurity
 
 log = logging.getLogger(__name__)
 
@@ -99,7 +100,7 @@ class ReplicaRole:
 
 class Replication:
     def __init__(self, node_id: int, config: BrokerConfig, replicas: LocalReplicas, isr_writer: IsrWriter,
-                 on_high_watermark: Callable[[TopicPartition], None]) -> None:
+                 on_high_watermark: Callable[[TopicPartition], None], peer_security: PeerSecurity | None = None) -> None:
         self.node_id = node_id
         self.config = config
         self.replicas = replicas
@@ -117,7 +118,7 @@ class Replication:
             replica_id=node_id, max_wait_ms=config["replica.fetch.wait.max.ms"],
             partition_max_bytes=config["replica.fetch.max.bytes"],
             max_bytes=config["replica.fetch.response.max.bytes"], backoff_ms=config["replica.fetch.backoff.ms"],
-            request_timeout_ms=max(config["replica.lag.time.max.ms"], 5000))
+            request_timeout_ms=max(config["replica.lag.time.max.ms"], 5000), security=peer_security)
 
     def on_leadership(self, topic: str, listener: Callable[[int, bool], None]) -> None:
         """Call `listener(partition, is_leader)` whenever this broker gains or loses leadership of a
@@ -287,11 +288,12 @@ class Replication:
         if reg is None:
             return
         fetcher = self.fetchers.get(role.leader_id)
-        if fetcher is not None and fetcher.address != (reg.host, reg.port):
+        address = self._fetcher_settings.security.address(reg) if self._fetcher_settings.security else (reg.host, reg.port)
+        if fetcher is not None and fetcher.address != address:
             asyncio.get_running_loop().create_task(fetcher.stop())
             fetcher = None
         if fetcher is None:
-            fetcher = ReplicaFetcher(role.leader_id, reg.host, reg.port, self._fetcher_settings,
+            fetcher = ReplicaFetcher(role.leader_id, *address, self._fetcher_settings,
                                      self._on_high_watermark)
             self.fetchers[role.leader_id] = fetcher
         current = fetcher.partitions.get(role.tp)

@@ -7,15 +7,26 @@ BufferedProtocol: one copy from the kernel, where a StreamReader made three of e
 byte). Requests are sent one at a time and answered in order. A refused or dropped connection, a
 malformed size, or an answer that does not come within the timeout, is `PeerUnavailableError`: the
 caller backs off and connects again.
+
+Over a TLS or SASL inter-broker listener (`broker.security.inter_broker.PeerSecurity`) the connection is
+wrapped in TLS and logs in before its first request; a session the peer limits in time
+(`connections.max.reauth.ms`, KIP-368) is replaced by a new connection and login before it expires.
 """
 from __future__ import annotations
 
 import asyncio
 import itertools
+import logging
 import struct
+import time
 from typing import Any
 
+from broker.security.inter_broker import PeerSecurity
 from kafka_protocol.client_codec import ResponseError, decode_response, encode_request, response_body_start
+from kafka_protocol.quiet_logging import quiet
+from kafka_protocol.security.client_login import AuthenticationError, login_async
+
+log = quiet(logging.getLogger(__name__))
 
 _SIZE = struct.Struct(">i")
 MAX_RESPONSE_BYTES = 1 << 30
@@ -69,10 +80,12 @@ class _ResponseFrames(asyncio.BufferedProtocol):
 
 
 class PeerConnection:
-    def __init__(self, host: str, port: int, client_id: str) -> None:
+    def __init__(self, host: str, port: int, client_id: str, security: PeerSecurity | None = None) -> None:
         self.host, self.port, self.client_id = host, port, client_id
+        self.security = security
         self._protocol: _ResponseFrames | None = None
         self._ids = itertools.count(1)
+        self._renew_at: float | None = None
 
     @property
     def address(self) -> str:
@@ -80,18 +93,33 @@ class PeerConnection:
 
     async def connect(self, timeout_s: float) -> None:
         loop = asyncio.get_running_loop()
+        context = self.security.ssl_context if self.security is not None else None
         try:
             _, self._protocol = await asyncio.wait_for(
-                loop.create_connection(_ResponseFrames, self.host, self.port), timeout_s)
+                loop.create_connection(_ResponseFrames, self.host, self.port, ssl=context,
+                                       server_hostname=self.host if context is not None else None), timeout_s)
         except (OSError, asyncio.TimeoutError) as e:
             raise PeerUnavailableError(f"cannot connect to broker {self.address}: {e}") from None
+        self._renew_at = None
+        client = self.security.client if self.security is not None else None
+        if client is not None and client.sasl:
+            try:
+                lifetime_ms = await login_async(lambda k, v, body: self.request(k, v, body, timeout_s), client, 1)
+            except AuthenticationError as e:
+                self.close()
+                log.warning("broker %s refused this broker's login (inter-broker listener): %s", self.address, e)
+                raise PeerUnavailableError(f"broker {self.address} refused the login: {e}") from None
+            self._renew_at = PeerSecurity.renew_at(lifetime_ms)
 
     def close(self) -> None:
         if self._protocol is not None and self._protocol.transport is not None:
             self._protocol.transport.close()
         self._protocol = None
+        self._renew_at = None
 
     async def _exchange(self, api_key: int, version: int, body: Any, timeout_s: float) -> tuple[memoryview, int, int]:
+        if self._renew_at is not None and time.monotonic() >= self._renew_at:
+            self.close()                       # a new connection and login before the session expires
         if self._protocol is None:
             await self.connect(timeout_s)
         protocol = self._protocol

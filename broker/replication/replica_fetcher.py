@@ -40,6 +40,7 @@ from kafka_protocol.fetch_request import FetchPartition
 from kafka_protocol.fetch_response import FetchResponseError, decode_fetch_response
 from kafka_protocol.quiet_logging import quiet
 from broker.replication.peer_connection import PeerConnection, PeerUnavailableError
+from broker.security.inter_broker import PeerSecurity
 
 log = logging.getLogger(__name__)
 quiet_log = quiet(logging.getLogger(__name__ + ".repeats"))
@@ -70,6 +71,7 @@ class FetcherSettings:
     max_bytes: int
     backoff_ms: int
     request_timeout_ms: int
+    security: PeerSecurity | None = None      # the inter-broker listener's, when not PLAINTEXT
 
 
 FetchPosition = tuple[int, int, int, int]     # fetch offset, leader epoch, log start offset, max bytes
@@ -116,7 +118,8 @@ class ReplicaFetcher:
                  on_high_watermark: Callable[[TopicPartition], None]) -> None:
         self.leader_id = leader_id
         self.settings = settings
-        self.conn = PeerConnection(host, port, f"replica-fetcher-{settings.replica_id}-from-{leader_id}")
+        self.conn = PeerConnection(host, port, f"replica-fetcher-{settings.replica_id}-from-{leader_id}",
+                                   settings.security)
         self.partitions: dict[TopicPartition, FollowedPartition] = {}
         self._on_high_watermark = on_high_watermark
         self._task: asyncio.Task[None] | None = None

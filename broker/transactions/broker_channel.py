@@ -16,6 +16,7 @@ from typing import Any, Callable, Mapping
 
 from broker.cluster.zk_layout import BrokerRegistration
 from broker.replication.peer_connection import PeerConnection, PeerUnavailableError
+from broker.security.inter_broker import PeerSecurity
 from kafka_protocol.api_keys import ApiKey
 from kafka_protocol.client_codec import verify_partitions_request, write_txn_markers_request
 from kafka_protocol.control_records import Marker
@@ -30,8 +31,10 @@ TIMEOUT_S = 30.0
 
 
 class BrokerChannel:
-    def __init__(self, broker_id: int, brokers: Callable[[], Mapping[int, BrokerRegistration]]) -> None:
+    def __init__(self, broker_id: int, brokers: Callable[[], Mapping[int, BrokerRegistration]],
+                 security: PeerSecurity | None = None) -> None:
         self.broker_id = broker_id
+        self.security = security
         self._brokers = brokers
         self._conns: dict[int, PeerConnection] = {}
         self._locks: dict[int, asyncio.Lock] = {}
@@ -40,11 +43,12 @@ class BrokerChannel:
         found = self._brokers().get(node)
         if found is None:
             return None
+        address = self.security.address(found) if self.security is not None else (found.host, found.port)
         conn = self._conns.get(node)
-        if conn is None or (conn.host, conn.port) != (found.host, found.port):
+        if conn is None or (conn.host, conn.port) != address:
             if conn is not None:
                 conn.close()
-            conn = self._conns[node] = PeerConnection(found.host, found.port, f"txn-markers-{self.broker_id}")
+            conn = self._conns[node] = PeerConnection(*address, f"txn-markers-{self.broker_id}", self.security)
         return conn
 
     async def _request(self, node: int, api: ApiKey, version: int, body: Any, what: str) -> Any | None:

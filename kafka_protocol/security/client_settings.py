@@ -36,12 +36,12 @@ class SecurityProtocol:
         return self.protocol in SASL_PROTOCOLS
 MECHANISMS = ("PLAIN", "SCRAM-SHA-256", "SCRAM-SHA-512")
 # Java client names that become TLS settings of the project's clients (the broker's tls module reads them)
-_SSL_KEYS = ("ssl.keystore.type", "ssl.keystore.location", "ssl.keystore.password", "ssl.key.password",
+CLIENT_SSL_KEYS = ("ssl.keystore.type", "ssl.keystore.location", "ssl.keystore.password", "ssl.key.password",
              "ssl.keystore.key", "ssl.keystore.certificate.chain", "ssl.truststore.type", "ssl.truststore.location",
              "ssl.truststore.password", "ssl.truststore.certificates", "ssl.enabled.protocols", "ssl.cipher.suites",
              "ssl.endpoint.identification.algorithm")
 # every setting this module consumes: not passed on to librdkafka as given
-SECURITY_KEYS = frozenset(_SSL_KEYS) | {"security.protocol", "sasl.mechanism", "sasl.mechanisms", "sasl.jaas.config",
+SECURITY_KEYS = frozenset(CLIENT_SSL_KEYS) | {"security.protocol", "sasl.mechanism", "sasl.mechanisms", "sasl.jaas.config",
                                         "sasl.username", "sasl.password", "ssl.ca.location",
                                         "ssl.certificate.location", "ssl.key.location", "ssl.key.pem",
                                         "ssl.certificate.pem", "ssl.ca.pem",
@@ -133,7 +133,7 @@ class ClientSecurity(SecurityProtocol):
                 raise SecuritySettingsError(f"{protocol} needs a user and password: set {prefix}sasl.jaas.config="
                                             f"'{jaas.SCRAM_MODULE if mechanism.startswith('SCRAM') else jaas.PLAIN_MODULE}"
                                             f" required username=\"...\" password=\"...\";'")
-        ssl_settings = {k: v for k, v in s.items() if k in _SSL_KEYS}
+        ssl_settings = {k: v for k, v in s.items() if k in CLIENT_SSL_KEYS}
         for librdkafka_name, kafka_name in (("ssl.ca.location", "ssl.truststore.location"),
                                             ("ssl.certificate.location", "ssl.keystore.location"),
                                             ("ssl.ca.pem", "ssl.truststore.certificates"),

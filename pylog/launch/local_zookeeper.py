@@ -4,7 +4,9 @@ Owns the lifecycle of one ZooKeeper process: writes its `zoo.cfg` (one address, 
 server, four-letter words limited to the harmless ones), starts it with the JRE the Makefile
 installs, waits until a client session works (ZooKeeper answers `ruok` before it serves, so only a
 real session proves readiness), and stops it. Used by `pylog cluster up` and by the cluster tests;
-a production cluster points `zookeeper.connect` at its own ensemble instead.
+a production cluster points `zookeeper.connect` at its own ensemble instead. With `sasl_users` it also
+accepts SASL DIGEST-MD5 logins of those users (the JAAS `Server` section ZooKeeper's docs give), what
+brokers with `zookeeper.set.acl=true` log in with; clients without a login may still connect.
 """
 from __future__ import annotations
 
@@ -31,8 +33,10 @@ def _free_port() -> int:
 
 
 class LocalZooKeeper:
-    def __init__(self, data_dir: Path, port: int | None = None, tick_ms: int = 500, host: str = "127.0.0.1") -> None:
+    def __init__(self, data_dir: Path, port: int | None = None, tick_ms: int = 500, host: str = "127.0.0.1",
+                 sasl_users: dict[str, str] | None = None) -> None:
         self.data_dir = Path(data_dir)
+        self.sasl_users = dict(sasl_users or {})
         self.host = host                 # the one address it listens on
         self.port = port or _free_port()
         self.tick_ms = tick_ms
@@ -57,7 +61,16 @@ class LocalZooKeeper:
         cfg.write_text(f"tickTime={self.tick_ms}\ndataDir={self.data_dir / 'data'}\nclientPort={self.port}\n"
                        f"clientPortAddress={self.host}\nadmin.enableServer=false\nmaxClientCnxns=0\n"
                        f"minSessionTimeout={2 * self.tick_ms}\n4lw.commands.whitelist=ruok,srvr,stat,mntr,envi\n")
-        cmd = [java, "-Xmx256m", "-XX:+UseSerialGC", "-cp", CLASSPATH, MAIN, str(cfg)]
+        jvm = ["-Xmx256m", "-XX:+UseSerialGC"]
+        if self.sasl_users:
+            jaas = self.data_dir / "zookeeper_jaas.conf"
+            users = " ".join(f'user_{u}="{p}"' for u, p in self.sasl_users.items())
+            jaas.write_text(f"Server {{\n  org.apache.zookeeper.server.auth.DigestLoginModule required {users};\n}};\n")
+            jaas.chmod(0o600)
+            with open(cfg, "a") as f:
+                f.write("authProvider.sasl=org.apache.zookeeper.server.auth.SASLAuthenticationProvider\n")
+            jvm.append(f"-Djava.security.auth.login.config={jaas}")
+        cmd = [java, *jvm, "-cp", CLASSPATH, MAIN, str(cfg)]
         with open(self.log_path, "ab") as log:
             self.proc = subprocess.Popen(cmd, stdout=log, stderr=subprocess.STDOUT, start_new_session=True)
         deadline = time.monotonic() + timeout_s

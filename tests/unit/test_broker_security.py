@@ -11,6 +11,7 @@ import pytest
 from broker.config import BrokerConfig
 from broker.security.authenticator import Authenticator, SaslSettings
 from broker.security.credentials import FILE_NAME, CredentialStore, Deletion, Upsertion
+from broker.security.inter_broker import peer_security
 from broker.security.listeners import configured_listeners, exposure_problem, inter_broker_listener
 from kafka_protocol.api_keys import ApiKey
 from kafka_protocol.errors import ErrorCode, InvalidConfigError
@@ -41,6 +42,34 @@ def test_port_and_host_make_one_plaintext_listener_and_listeners_make_several() 
 def test_listener_mistakes_name_the_setting_and_the_fix(settings: dict[str, object], message: str) -> None:
     with pytest.raises(InvalidConfigError, match=message):
         configured_listeners(BrokerConfig(settings))
+
+
+_INTERNAL = {"listeners": "INTERNAL://127.0.0.1:9094", "listener.security.protocol.map": "INTERNAL:SASL_PLAINTEXT",
+             "inter.broker.listener.name": "INTERNAL", "sasl.mechanism.inter.broker.protocol": "SCRAM-SHA-512",
+             "sasl.enabled.mechanisms": "SCRAM-SHA-512"}
+
+
+def test_brokers_log_in_to_their_peers_with_the_inter_broker_listeners_own_user() -> None:
+    cfg = BrokerConfig({**_INTERNAL, "listener.name.internal.scram-sha-512.sasl.jaas.config":
+                        'org.apache.kafka.common.security.scram.ScramLoginModule required username="broker" '
+                        'password="s3cret";'})
+    peers = peer_security(cfg, inter_broker_listener(cfg, configured_listeners(cfg)))
+    assert peers.listener == "INTERNAL" and peers.ssl_context is None and peers.client is not None
+    assert (peers.client.mechanism, peers.client.username, peers.client.password) == ("SCRAM-SHA-512", "broker", "s3cret")
+    plain_cfg = BrokerConfig({"port": 9092})
+    assert peer_security(plain_cfg, configured_listeners(plain_cfg)[0]).client is None
+
+
+@pytest.mark.parametrize("settings, message", [
+    ({}, "give the broker's own user in listener.name.internal.scram-sha-512.sasl.jaas.config"),
+    ({"sasl.mechanism.inter.broker.protocol": "PLAIN"}, "PLAIN is not enabled on the inter-broker listener INTERNAL"),
+    ({"listener.name.internal.scram-sha-512.sasl.jaas.config": "ScramLoginModule required username=;"},
+     "listener.name.internal.scram-sha-512.sasl.jaas.config"),
+])
+def test_an_inter_broker_login_that_cannot_work_is_refused_at_start(settings: dict[str, object], message: str) -> None:
+    cfg = BrokerConfig({**_INTERNAL, **settings})
+    with pytest.raises(InvalidConfigError, match=message):
+        peer_security(cfg, inter_broker_listener(cfg, configured_listeners(cfg)))
 
 
 def test_an_unauthenticated_listener_beyond_loopback_is_refused_unless_allowed() -> None:

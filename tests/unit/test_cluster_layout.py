@@ -64,13 +64,18 @@ def test_broker_registration_is_kafkas_version_5_and_reads_older_ones():
           "listener_security_protocol_map": {"CLIENT": "PLAINTEXT", "REPLICATION": "SSL"}}
     got = BrokerRegistration.decode(1, json.dumps(v4).encode())
     assert (got.host, got.port, got.rack) == ("host1", 9092, "dc1")
+    # no PLAINTEXT listener: Kafka writes host null and port -1; peers use the inter-broker listener's address
+    secure = BrokerRegistration(2, "h", 9093, listeners=(("INTERNAL", "SASL_SSL", "h", 9093),))
+    stored = json.loads(secure.encode())
+    assert (stored["host"], stored["port"], stored["endpoints"]) == (None, -1, ["INTERNAL://h:9093"])
+    assert BrokerRegistration.decode(2, secure.encode()).address("INTERNAL") == ("h", 9093)
     v1 = {"version": 1, "host": "h", "port": 1234, "jmx_port": -1, "timestamp": "1"}
     assert BrokerRegistration.decode(1, json.dumps(v1).encode()).port == 1234
 
 
 @pytest.mark.parametrize("data,problem", [(None, "no data"), (b"{", "not JSON"), (b"[]", "not a JSON object"),
                                           (b'{"version":0}', "unsupported registration version"),
-                                          (b'{"version":4,"endpoints":["SSL://h:1"]}', "no PLAINTEXT endpoint")])
+                                          (b'{"version":4,"endpoints":["SSL:h"]}', "no endpoint")])
 def test_a_bad_registration_names_its_node(data, problem):
     with pytest.raises(ZkDataError, match=f"/brokers/ids/7: {problem}"):
         BrokerRegistration.decode(7, data)
