@@ -68,6 +68,7 @@ log = quiet(logging.getLogger(__name__))
 CLUSTER_READY_WAIT_S = 30.0        # longest a client request waits for a joining broker's first word from the controller
 MAX_QUEUED_FRAMES = 256             # stop reading while this many requests wait behind an async one
 SMALL_REGION_BYTES = 64 * 1024      # fetch data below this is copied with pread instead of sendfile
+TLS_PIECE_BYTES = 64 * 1024     # a TLS connection's fetch data is read and encrypted this much at a time
 
 
 class Connection(asyncio.BufferedProtocol):
@@ -99,6 +100,7 @@ class Connection(asyncio.BufferedProtocol):
         self._sock_fd = -1
         self._closing = False
         self._writing_paused = False
+        self._writable: asyncio.Event | None = None   # set when the transport takes writes again (TLS pieces)
         self._eof = False
 
     # --- asyncio callbacks ---------------------------------------------------------------------
@@ -224,6 +226,8 @@ class Connection(asyncio.BufferedProtocol):
 
     def resume_writing(self) -> None:
         self._writing_paused = False
+        if self._writable is not None:
+            self._writable.set()
         self._update_reading()
 
     # --- framing ---------------------------------------------------------------------------------
@@ -411,8 +415,11 @@ class Connection(asyncio.BufferedProtocol):
                 self._out.append(chunk)
             elif self._send_task is not None:
                 self._to_backlog(chunk)
-            elif chunk.length <= SMALL_REGION_BYTES or self._tls:   # TLS encrypts in user space: read, then write
+            elif chunk.length <= SMALL_REGION_BYTES:
                 self._out.append(_read_region(chunk))
+            elif self._tls:         # TLS encrypts in user space: read and write in pieces, as the client takes them
+                self._to_backlog(chunk)
+                self._send_task = asyncio.get_running_loop().create_task(self._send_backlog())
             else:
                 self._flush()
                 sent = self._sendfile_now(chunk)
@@ -456,6 +463,8 @@ class Connection(asyncio.BufferedProtocol):
                         transport.write(item)
                     elif item.length <= SMALL_REGION_BYTES:
                         transport.write(_read_region(item))
+                    elif self._tls:
+                        await self._write_in_pieces(item)
                     else:
                         with os.fdopen(item.fd, "rb", closefd=False) as f:
                             await loop.sendfile(transport, f, item.position, item.length)
@@ -467,6 +476,27 @@ class Connection(asyncio.BufferedProtocol):
         finally:
             self._send_task = None
         self._update_reading()
+
+    async def _write_in_pieces(self, region: Any) -> None:
+        """A file region through TLS: read and write TLS_PIECE_BYTES at a time, each once the transport takes
+        more. Written whole, a 50 MB response was copied four times in memory (read, joined, encrypted,
+        buffered by the transport); in pieces the socket takes most of each piece as it is encrypted."""
+        transport = self.transport
+        assert transport is not None
+        position, end = region.position, region.position + region.length
+        while position < end and not self._closing:
+            want = min(TLS_PIECE_BYTES, end - position)
+            piece = os.pread(region.fd, want, position)
+            if len(piece) < want:           # the segment was rolled over or cleaned meanwhile: the slow read
+                transport.write(FetchSlice(region.fd, position, end - position, 0).read_bytes())
+                return
+            transport.write(piece)
+            position += want
+            self.last_active = time.monotonic()
+            if self._writing_paused and position < end:
+                self._writable = self._writable or asyncio.Event()
+                self._writable.clear()
+                await self._writable.wait()
 
     # --- flow control and closing --------------------------------------------------------------
 

@@ -4,7 +4,9 @@ flood of failed logins beside a healthy client. One broker with every kind of li
 from __future__ import annotations
 
 import asyncio
+import datetime
 import os
+import socket
 import ssl
 import struct
 import time
@@ -16,10 +18,14 @@ import pytest
 from confluent_kafka import Consumer, KafkaError, KafkaException, Producer
 from confluent_kafka.admin import AdminClient, NewTopic
 from kio.schema.api_versions.v3 import ApiVersionsRequest
+from kio.schema.fetch.v12.request import FetchPartition, FetchRequest, FetchTopic
 from kio.schema.metadata.v12 import MetadataRequest
 from kio.schema.sasl_authenticate.v2 import SaslAuthenticateRequest
 from kio.schema.sasl_handshake.v1 import SaslHandshakeRequest
+from kio.static.primitive import i8, i32, i64
 
+from kafka_protocol.api_keys import ApiKey
+from kafka_protocol.client_codec import encode_request
 from kafka_protocol.security import plain
 from kafka_protocol.security.scram import ScramClient
 from tests.support.secure_broker import PLAIN_USERS, REAUTH_MS, USERS, SecureBroker, start_secure_broker
@@ -317,3 +323,49 @@ def test_a_new_certificate_is_loaded_by_a_dynamic_config_change_and_a_bad_one_is
     assert works(tmp_path / "new-ca.pem")                     # the refused change left the new certificate
     set_keystore(secure.dir / "broker.pem")
     assert works(secure.dir / "ca.pem")
+
+
+def _fetch_frame(sock: socket.socket, topic: str, slow: bool) -> bytes:
+    """One Fetch of partition 0 from offset 0 (32 MB at most), the response frame read whole; `slow` reads it
+    in 64 KiB sips with a pause between them, so the broker's writes wait for the client."""
+    request = FetchRequest(cluster_id=None, replica_id=i32(-1), max_wait=datetime.timedelta(0), min_bytes=i32(0),
+                           max_bytes=i32(32 << 20), isolation_level=i8(0), session_id=i32(0), session_epoch=i32(-1),
+                           topics=(FetchTopic(topic=topic, partitions=(FetchPartition(
+                               partition=i32(0), current_leader_epoch=i32(-1), fetch_offset=i64(0),
+                               last_fetched_epoch=i32(-1), log_start_offset=i64(-1), partition_max_bytes=i32(32 << 20)),)),),
+                           forgotten_topics_data=(), rack_id="")
+    sock.sendall(encode_request(ApiKey.FETCH, 12, 7, "big-fetch", request))
+    head = b""
+    while len(head) < 4:
+        head += sock.recv(4 - len(head))
+    (size,) = struct.unpack(">i", head)
+    body = bytearray()
+    while len(body) < size:
+        chunk = sock.recv(min(64 << 10, size - len(body)))
+        assert chunk, "the broker closed the connection mid-response"
+        body += chunk
+        if slow:
+            time.sleep(0.002)
+    return bytes(body)
+
+
+def test_a_large_fetch_over_tls_is_the_same_bytes_as_over_plaintext_for_a_slow_reader(secure: SecureBroker) -> None:
+    """A fetch response of ~24 MB goes through TLS in pieces, each written as the client takes more: a reader
+    that sips it gets exactly the bytes the PLAINTEXT listener sends with sendfile."""
+    topic = _topic()
+    admin = AdminClient({"bootstrap.servers": secure.plaintext})
+    admin.create_topics([NewTopic(topic, 1, 1)])[topic].result(30)
+    producer = Producer({"bootstrap.servers": secure.plaintext, "linger.ms": 50, "batch.size": 1 << 20,
+                         "log_level": 0})
+    for i in range(3000):
+        producer.produce(topic, os.urandom(8000), key=str(i).encode(), partition=0)
+    assert producer.flush(30) == 0
+    with socket.create_connection(("127.0.0.1", secure.ports["PLAINTEXT"])) as plain_sock:
+        expected = _fetch_frame(plain_sock, topic, slow=False)
+    assert len(expected) > 24_000_000
+    context = ssl.create_default_context(cafile=str(secure.dir / "ca.pem"))
+    context.load_cert_chain(str(secure.client_cert))
+    with context.wrap_socket(socket.create_connection(("127.0.0.1", secure.ports["SSL"])),
+                             server_hostname="127.0.0.1") as tls_sock:
+        assert _fetch_frame(tls_sock, topic, slow=True) == expected
+        assert _fetch_frame(tls_sock, topic, slow=False) == expected     # the connection goes on serving
