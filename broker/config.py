@@ -186,6 +186,20 @@ CONFIG = (ConfigDef()
             'ZooKeeper session timeout: a broker silent this long is dead.')
     .define('zookeeper.connection.timeout.ms', 'int', _int, None,
             'Wait this long for a ZooKeeper session at start (default: zookeeper.session.timeout.ms).')
+    .define('password.encoder.secret', 'password', _str, None,
+            'The secret that dynamic passwords (AlterConfigs of ssl.*.password, ...) are encrypted with when the broker '
+            'keeps them; without it they are refused, as in Kafka.')
+    .define('password.encoder.old.secret', 'password', _str, None,
+            'The previous password.encoder.secret, while rotating it: stored passwords are decoded with it and '
+            'encrypted again with the new one.')
+    .define('password.encoder.keyfactory.algorithm', 'string', _str, 'PBKDF2WithHmacSHA512',
+            'How the encryption key is derived from the secret (PBKDF2WithHmacSHA512, ...SHA256, ...SHA1).')
+    .define('password.encoder.cipher.algorithm', 'string', _str, 'AES/CBC/PKCS5Padding',
+            'The cipher of stored dynamic passwords.')
+    .define('password.encoder.key.length', 'int', _int, 128,
+            'Bits of the key derived from password.encoder.secret.')
+    .define('password.encoder.iterations', 'int', _int, 4096,
+            'PBKDF2 iterations of the key derived from password.encoder.secret.')
     .define('zookeeper.set.acl', 'boolean', _bool, False,
             "Create znodes with ACLs, as Kafka does: only the brokers' ZooKeeper user may change them, and SCRAM "
             "credentials are readable by it alone; needs zookeeper.sasl.jaas.config.")
@@ -254,7 +268,8 @@ CONFIG = (ConfigDef()
     .define('connection.failed.authentication.delay.ms', 'int', _int, 100,
             'A failed login is answered after this delay, then the connection is closed.', at_least=0)
     .define('ssl.keystore.type', 'string', _str, None,
-            'PEM or PKCS12 (default: PKCS12 for a .p12/.pfx file, else PEM); convert a JKS store with keytool.')
+            'PEM or PKCS12 (default: PKCS12 for a .p12/.pfx file, else PEM); convert a JKS store with keytool.',
+            dynamic=True)
     .define('ssl.keystore.location', 'string', _str, None,
             "The broker's private key and certificate chain: a PEM file with both, or a PKCS12 file.", dynamic=True)
     .define('ssl.keystore.password', 'password', _str, None,
@@ -266,7 +281,7 @@ CONFIG = (ConfigDef()
     .define('ssl.keystore.certificate.chain', 'string', _str, None,
             'The certificate chain as PEM text, with ssl.keystore.key.', dynamic=True)
     .define('ssl.truststore.type', 'string', _str, None,
-            'PEM or PKCS12, as ssl.keystore.type.')
+            'PEM or PKCS12, as ssl.keystore.type.', dynamic=True)
     .define('ssl.truststore.location', 'string', _str, None,
             'CA certificates that client certificates (ssl.client.auth) must chain to.', dynamic=True)
     .define('ssl.truststore.password', 'password', _str, None,
@@ -361,6 +376,12 @@ def _listener_base(key: str) -> str:
     setting = key[len(LISTENER_PREFIX):].partition(".")[2]
     head, _, rest = setting.partition(".")
     return rest if head.upper() in SASL_MECHANISMS else setting
+
+
+def is_password(key: str) -> bool:
+    """A password setting, given directly or as a listener's own (listener.name.<l>.[<mechanism>.]<setting>)."""
+    base = _listener_base(key) if key.startswith(LISTENER_PREFIX) else key
+    return base in CONFIG and CONFIG[base].sensitive
 
 
 def render_setting(value: Any) -> str | None:

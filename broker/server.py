@@ -126,6 +126,7 @@ class BrokerServer:
         if cfg["zookeeper.connect"]:
             self.peer_security = peer_security(cfg, inter_broker_listener(cfg, listeners))
             zk_security(cfg)
+        dynamic_configs.encoder(cfg)          # its settings checked now, not at the first dynamic password
         dynamic_configs.load(cfg, self.data_dir)
         # SCRAM users and ACLs: the data directory's, or ZooKeeper's in cluster mode (SecuritySync, below)
         security_dir = None if cfg["zookeeper.connect"] else self.data_dir

@@ -369,3 +369,66 @@ def test_a_large_fetch_over_tls_is_the_same_bytes_as_over_plaintext_for_a_slow_r
                              server_hostname="127.0.0.1") as tls_sock:
         assert _fetch_frame(tls_sock, topic, slow=True) == expected
         assert _fetch_frame(tls_sock, topic, slow=False) == expected     # the connection goes on serving
+
+
+def test_a_dynamic_keystore_password_is_kept_encrypted_and_refused_without_the_encoder_secret(tmp_path: Path) -> None:
+    """Kafka's rules for dynamic passwords: refused without password.encoder.secret and at the cluster-default
+    level; with it, stored encrypted (never as given), decoded at the next start (the rotated PKCS12 keystore
+    opens), and a broker that lost the secret stops at start naming it."""
+    from cryptography.hazmat.primitives import serialization
+    from kio.schema.errors import ErrorCode
+    from kio.schema.incremental_alter_configs.v1.request import (AlterableConfig, AlterConfigsResource,
+                                                                 IncrementalAlterConfigsRequest)
+    from tests.support.broker_process import BrokerProcess, free_port
+    from tests.support.certs import CertificateAuthority
+    ca = CertificateAuthority()
+    first = ca.issue("localhost", hosts=("127.0.0.1",)).write_pem(tmp_path / "broker.pem")
+    rotated = ca.issue("rotated", hosts=("127.0.0.1",))
+    rotated.write_pkcs12(tmp_path / "rotated.p12", "p12-secret")
+    plain_port, ssl_port = free_port(), free_port()
+
+    def broker(**settings: object) -> BrokerProcess:
+        return BrokerProcess(tmp_path / "data", port=plain_port, settings={
+            "listeners": f"PLAINTEXT://127.0.0.1:{plain_port},SSL://127.0.0.1:{ssl_port}",
+            "ssl.keystore.location": first, **settings})
+
+    def rotate(resource_name: str) -> str | None:
+        """IncrementalAlterConfigs of the SSL listener's keystore; the error message, None when done."""
+        request = IncrementalAlterConfigsRequest(resources=(AlterConfigsResource(
+            resource_type=i8(4), resource_name=resource_name, configs=tuple(
+                AlterableConfig(name=f"listener.name.ssl.{k}", config_operation=i8(0), value=v)
+                for k, v in (("ssl.keystore.type", "PKCS12"), ("ssl.keystore.location", str(tmp_path / "rotated.p12")),
+                             ("ssl.keystore.password", "p12-secret")))),), validate_only=False)
+        with WireClient("127.0.0.1", plain_port) as wire:
+            [answer] = wire.request(request).responses
+        if answer.error_code == 0:
+            return None
+        assert answer.error_code == ErrorCode.invalid_request, answer      # Kafka's code for both refusals
+        return str(answer.error_message)
+
+    def served() -> bytes:
+        return ssl.get_server_certificate(("127.0.0.1", ssl_port)).encode()
+
+    rotated_pem = rotated.cert.public_bytes(serialization.Encoding.PEM)
+    b = broker().start()
+    try:
+        assert "Password encoder secret not configured" in (rotate("0") or "")
+    finally:
+        b.stop()
+    b = broker(**{"password.encoder.secret": "encoder-secret"}).start()
+    try:
+        assert "Password config can be defined only at broker level" in (rotate("") or "")
+        assert served() != rotated_pem
+        assert rotate("0") is None
+        assert served() == rotated_pem
+    finally:
+        b.stop()
+    stored = (tmp_path / "data" / "dynamic-broker-configs.json").read_text()
+    assert "p12-secret" not in stored and "encryptedPassword:" in stored
+    b = broker(**{"password.encoder.secret": "encoder-secret"}).start()
+    try:
+        assert served() == rotated_pem                  # the password was decoded to open the keystore at start
+    finally:
+        b.stop()
+    with pytest.raises(RuntimeError, match="set password.encoder.secret to the secret they were stored with"):
+        broker().start(timeout=15)

@@ -149,3 +149,14 @@ def test_a_wrong_password_or_no_client_certificate_ends_the_tool_with_its_error_
     output = refused("kafka-topics", "--bootstrap-server", secure.bootstrap("SSL"),
                      "--command-config", config_file(tmp_path, "no-cert", no_cert), "--list")
     assert "SslAuthenticationException" in output, output[-3000:]
+
+
+def test_dynamic_passwords_are_encoded_as_kafkas_password_encoder_encodes_them() -> None:
+    """Both ways with Kafka 3.9's own PasswordEncoder (password.encoder.secret's defaults): it decodes what pylog
+    stored, and pylog decodes what it encodes."""
+    from broker.security.password_encoder import PasswordEncoder
+    from tests.support.kafka_tools import java_result
+    encoder = PasswordEncoder("encoder-secret")
+    result = java_result("password-codec", "encoder-secret", encoder.encode("from pylog"), "from kafka")
+    assert result["decoded"] == "from pylog"
+    assert encoder.decode(result["encoded"]) == "from kafka"

@@ -94,9 +94,12 @@ public final class ClientCheck {
                 case "transactions":
                     transactions(args[1], result, failed);
                     break;
+                case "password-codec":
+                    passwordCodec(args[1], args[2], args[3], result);
+                    break;
                 default:
                     throw new IllegalArgumentException(
-                        "usage: ClientCheck produce-idempotent|consume-group|admin|transactions ...");
+                        "usage: ClientCheck produce-idempotent|consume-group|admin|transactions|password-codec ...");
             }
         } catch (Throwable t) {
             t.printStackTrace();
@@ -1070,5 +1073,15 @@ public final class ClientCheck {
         out.put("read_committed", committed);
         out.put("read_uncommitted", readAll(bootstrap, tps, "read_uncommitted").size());
         return out;
+    }
+
+    /** Kafka's PasswordEncoder (password.encoder.secret's defaults): decode another's encoding, encode its own. */
+    static void passwordCodec(String secret, String encoded, String password, Map<String, Object> result)
+            throws Exception {
+        org.apache.kafka.security.PasswordEncoder encoder = org.apache.kafka.security.PasswordEncoder.encrypting(
+            new org.apache.kafka.common.config.types.Password(secret), "PBKDF2WithHmacSHA512", "AES/CBC/PKCS5Padding",
+            128, 4096);
+        result.put("decoded", encoder.decode(encoded).value());
+        result.put("encoded", encoder.encode(new org.apache.kafka.common.config.types.Password(password)));
     }
 }
