@@ -186,6 +186,10 @@ CONFIG = (ConfigDef()
             'ZooKeeper session timeout: a broker silent this long is dead.')
     .define('zookeeper.connection.timeout.ms', 'int', _int, None,
             'Wait this long for a ZooKeeper session at start (default: zookeeper.session.timeout.ms).')
+    .define('metrics.port', 'int', _int, None,
+            'Serve Prometheus metrics on this port at /metrics (off when unset; 0 picks a free port).')
+    .define('metrics.host', 'string', _str, '127.0.0.1',
+            'The address the metrics endpoint listens on (loopback unless set).')
     .define('password.encoder.secret', 'password', _str, None,
             'The secret that dynamic passwords (AlterConfigs of ssl.*.password, ...) are encrypted with when the broker '
             'keeps them; without it they are refused, as in Kafka.')

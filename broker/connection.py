@@ -47,6 +47,7 @@ from broker.security.authenticator import SASL_APIS
 from broker.apis.sasl import illegal_sasl_state_response
 from broker.security.endpoint import Endpoint
 from broker.log.fetch_slice import FetchSlice
+from broker.metrics import response_errors
 from kafka_protocol.framing import FrameError, FrameReceiver, RequestMemoryPool
 from kafka_protocol.quiet_logging import quiet
 from kafka_protocol.codec import MalformedRequestError, decode_request, encode_response, peek_header, request_schema
@@ -101,6 +102,7 @@ class Connection(asyncio.BufferedProtocol):
         self._closing = False
         self._writing_paused = False
         self._writable: asyncio.Event | None = None   # set when the transport takes writes again (TLS pieces)
+        self._counted: Any = None                # this connection's open-connections gauge, once admitted
         self._eof = False
 
     # --- asyncio callbacks ---------------------------------------------------------------------
@@ -124,6 +126,10 @@ class Connection(asyncio.BufferedProtocol):
                 self._sock_fd = sock.fileno()
             self._tune_socket(sock)
         self.server.connections.add(self)
+        if self.server.ctx is not None:
+            self._counted = self.server.ctx.metrics.connections.labels(self.session.listener)
+            self._counted.inc()
+            self.server.ctx.metrics.connections_opened.labels(self.session.listener).inc()
 
     def _authenticate_transport(self, transport: asyncio.BaseTransport) -> str | None:
         """The principal of the listener's transport (an SSL client's certificate) and its SASL login, if
@@ -157,6 +163,9 @@ class Connection(asyncio.BufferedProtocol):
     def connection_lost(self, exc: Exception | None) -> None:
         self._closing = True
         self.server.connections.discard(self)
+        if self._counted is not None:
+            self._counted.dec()
+            self._counted = None
         for task in (self._task, self._send_task):
             if task is not None and not task.done():
                 task.cancel()
@@ -300,12 +309,14 @@ class Connection(asyncio.BufferedProtocol):
             return
         token = CLIENT_HOST.set(self.host)
         session_token = SESSION.set(self.session)
+        started = time.perf_counter()
         try:
             result = api.handler(ctx, request)
             if result is not None and type(result) is not bytes and hasattr(result, "__await__"):
                 loop = asyncio.get_running_loop()
                 self._pending = result
-                self._task = loop.create_task(self._finish(result, api.name, api_key, version, correlation_id))
+                self._task = loop.create_task(self._finish(result, api.name, api_key, version, correlation_id,
+                                                           started))
                 return
         except MalformedRequestError as e:      # a request the handler finds unparseable, as Kafka would
             log.warning("closing connection %s: malformed %s v%d request: %s", self.peer, api.name, version, e)
@@ -318,9 +329,11 @@ class Connection(asyncio.BufferedProtocol):
         finally:
             CLIENT_HOST.reset(token)
             SESSION.reset(session_token)
+        ctx.metrics.answered(api.name, time.perf_counter() - started, response_errors(result))
         self._respond(api_key, correlation_id, result)
 
-    async def _finish(self, pending: Awaitable[Any], name: str, api_key: int, version: int, correlation_id: int) -> None:
+    async def _finish(self, pending: Awaitable[Any], name: str, api_key: int, version: int, correlation_id: int,
+                      started: float) -> None:
         """Await an async handler, send its response, then run the requests queued behind it."""
         try:
             result = await pending
@@ -335,6 +348,8 @@ class Connection(asyncio.BufferedProtocol):
         if self._closing:
             return
         self._task = None
+        if self.server.ctx is not None:
+            self.server.ctx.metrics.answered(name, time.perf_counter() - started, response_errors(result))
         self._carry_on(lambda: self._respond(api_key, correlation_id, result))
 
     async def _when_cluster_ready(self, frame: bytes) -> None:

@@ -12,6 +12,7 @@ from typing import TYPE_CHECKING, Callable
 from broker.cluster.producer_ids import ProducerIdManager
 from broker.config import BrokerConfig
 from broker.fetch_sessions import FetchSessionCache
+from broker.metrics import BrokerMetrics
 from broker.replica_manager import ReplicaManager
 from kafka_protocol.security.acls import AclOperation, ResourceType
 from kafka_protocol.security.principal import ANONYMOUS_USER, KafkaPrincipal
@@ -69,6 +70,7 @@ class BrokerContext:
     credentials: "CredentialStore | None" = None
     reload_tls: Callable[[], None] | None = None     # load the TLS listeners' changed keys and trust (KIP-226)
     authorizer: "AclAuthorizer | None" = None         # authorizer.class.name; None: everything is allowed
+    metrics: BrokerMetrics = field(default_factory=BrokerMetrics)   # served when metrics.port is set
 
     def authorized(self, operation: AclOperation, resource_type: ResourceType, name: str,
                    log_if_denied: bool = True) -> bool:

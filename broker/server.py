@@ -36,6 +36,7 @@ from broker.security.authorizer import make_authorizer
 from broker.security.credentials import CredentialStore
 from broker.security.endpoint import Endpoint, build_endpoints
 from broker.cluster.zk_security import zk_security
+from broker.metrics import BrokerMetrics
 from broker.security.inter_broker import PeerSecurity, peer_security
 from broker.security.listeners import Listener, configured_listeners, exposure_problem, inter_broker_listener
 from kafka_protocol.errors import InvalidConfigError
@@ -83,6 +84,7 @@ class BrokerServer:
         self.endpoints: list[Endpoint] = []
         self.listeners: list[Listener] = []      # as bound (a port 0 resolved)
         self.peer_security: PeerSecurity | None = None   # how this broker logs in to its peers (cluster mode)
+        self.metrics_port: int | None = None            # where /metrics is served (metrics.port)
         self.connections: set[Connection] = set()
         self.request_memory = RequestMemoryPool(config["queued.max.request.bytes"])
         self._housekeeping: asyncio.Task[None] | None = None
@@ -139,7 +141,10 @@ class BrokerServer:
         logs = LogManager(self.data_dir, producer_id_expiration_ms=cfg["producer.id.expiration.ms"])
         replicas = ReplicaManager(cfg, registry, logs)
         LogCleaner.recover_swaps(self.data_dir)
+        metrics = BrokerMetrics()
+        loading = time.monotonic()
         replicas.startup()
+        metrics.recovery_seconds.set(time.monotonic() - loading)
         self._cleaner = LogCleaner(logs, enabled=cfg["log.cleaner.enable"], backoff_ms=cfg["log.cleaner.backoff.ms"])
         groups = GroupService(cfg, replicas, time.time, cluster=bool(cfg["zookeeper.connect"]))
         groups.startup()
@@ -183,7 +188,11 @@ class BrokerServer:
             credentials=credentials,
             reload_tls=self.reload_tls,
             authorizer=authorizer,
+            metrics=metrics,
         )
+        metrics.watch(self.ctx)
+        if cfg["metrics.port"] is not None:
+            self.metrics_port = metrics.serve(cfg["metrics.host"], cfg["metrics.port"])
         for server in self._servers:
             await server.start_serving()
         if self.cluster is not None:
@@ -291,6 +300,8 @@ class BrokerServer:
             if self.cluster is not None:
                 await asyncio.to_thread(self.cluster.stop)
             self.ctx.replicas.shutdown()
+        if self.ctx is not None:
+            self.ctx.metrics.close()
         if self._lock_fd is not None:
             os.close(self._lock_fd)
             self._lock_fd = None

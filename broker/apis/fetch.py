@@ -104,7 +104,8 @@ def _read_all(ctx: BrokerContext, fc: FetchContext, max_bytes: int, read_uncommi
     return out, total, any_error
 
 
-def _respond(req: Request, fc: FetchContext, topics: list[tuple[str, list[PartitionData]]]) -> list:
+def _respond(ctx: BrokerContext, req: Request, fc: FetchContext, topics: list[tuple[str, list[PartitionData]]],
+             follower: bool) -> list:
     """The response: in an incremental session only the partitions with something new."""
     kept = []
     for topic, parts in topics:
@@ -113,6 +114,10 @@ def _respond(req: Request, fc: FetchContext, topics: list[tuple[str, list[Partit
                                                  records_length(pd.records) > 0)]
         if sent:
             kept.append((topic, sent))
+            nbytes = sum(records_length(pd.records) for pd in sent)
+            if nbytes:
+                ctx.metrics.fetched(topic, nbytes, follower)
+            ctx.metrics.partition_errors("Fetch", (pd.error_code for pd in sent))
     return encode_fetch_response(req.api_version, req.correlation_id, kept, session_id=fc.session_id)
 
 
@@ -133,7 +138,7 @@ def handle(ctx: BrokerContext, req: Request) -> list | Awaitable[list]:
     keys = [tp for tp in fc.wanted if tp[0] not in refused]
     topics, total, any_error = _read_all(ctx, fc, max_bytes, read_uncommitted, replica_id, refused)
     if total >= min_bytes or any_error or max_wait_s <= 0 or not keys:
-        return _respond(req, fc, topics)
+        return _respond(ctx, req, fc, topics, replica_id >= 0)
     # registered now, in the same callback as the read: an append before the coroutine first runs
     # must wake it (else a follower, and so every acks=all produce, waits the whole max_wait)
     first = ctx.replicas.waiter(keys)
@@ -161,4 +166,4 @@ async def _long_poll(ctx: BrokerContext, req: Request, fc: FetchContext, max_byt
         if total >= min_bytes or any_error or deadline - time.monotonic() <= 0:
             if pending is not None:
                 ctx.replicas.discard(pending, keys)
-            return _respond(req, fc, topics)
+            return _respond(ctx, req, fc, topics, replica_id >= 0)

@@ -38,6 +38,7 @@ def _append_one(ctx: BrokerContext, topic: str, index: int, records: bytes | mem
             raise InvalidRecordError("Produce requests of version 3 and above must carry exactly one record batch "
                                      "per partition")
         r = ctx.replicas.append(topic, index, records, acks)
+        ctx.metrics.produced(topic, r.last_offset - r.base_offset + 1, len(records))
         return PartitionResult(index, ErrorCode.none, r.base_offset, r.log_append_time_ms, r.log_start_offset,
                                end_offset=r.last_offset + 1)
     except DuplicateSequenceError as e:
@@ -135,6 +136,7 @@ def _produce(ctx: BrokerContext, req: Request, refused: dict[tuple[str, int], Pa
                                                                          pd.index, pd.records)
                 parts.append(no or _append_one(ctx, topic.name, pd.index, pd.records, acks))
         responses.append((topic.name, parts))
+    ctx.metrics.partition_errors("Produce", (p.error_code for _, parts in responses for p in parts))
     if acks == 0:
         return None
     if acks == -1 and ctx.replicas.replication is not None:

@@ -111,6 +111,7 @@ class Replication:
         self.fetchers: dict[int, ReplicaFetcher] = {}
         self.lag_ms: int = config["replica.lag.time.max.ms"]
         self._isr_task: asyncio.Task[None] | None = None
+        self.isr_shrinks = self.isr_expands = 0      # ISR changes written as leader (metrics)
         self._leadership_listeners: dict[str, list[Callable[[int, bool], None]]] = {}
         self._seen_topics: set[str] = set()       # topics some applied view listed: leaving it means deletion
         self._strays_reported: set[str] = set()
@@ -452,6 +453,10 @@ class Replication:
         if self.roles.get(role.tp) is not role or role.leader_epoch != state.leader_epoch:
             return
         log.info("%s-%d: ISR %s -> %s (%s)", role.topic, role.partition, list(role.isr), list(state.isr), why)
+        if len(state.isr) < len(role.isr):
+            self.isr_shrinks += 1
+        elif len(state.isr) > len(role.isr):
+            self.isr_expands += 1
         if new_version > role.zk_version:
             role.isr, role.zk_version = state.isr, new_version
             if role.leader_state is not None:
