@@ -22,7 +22,8 @@ import logging
 import threading
 from typing import Any, Iterable, Iterator
 
-from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, start_http_server
+from prometheus_client import (CollectorRegistry, Counter, Gauge, Histogram, disable_created_metrics,
+                               start_http_server)
 from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Metric
 from prometheus_client.registry import Collector
 
@@ -35,6 +36,7 @@ class BrokerMetrics:
     """The broker's registry and event metrics; `serve` starts the HTTP endpoint, `watch` adds the state."""
 
     def __init__(self) -> None:
+        disable_created_metrics()        # no `_created` series beside each counter: nothing here reads them
         self.registry = CollectorRegistry(auto_describe=True)
         r = self.registry
         self.messages_in = Counter("pylog_messages_in", "Records appended by Produce requests, per topic.",

@@ -142,6 +142,7 @@ class BrokerServer:
         replicas = ReplicaManager(cfg, registry, logs)
         LogCleaner.recover_swaps(self.data_dir)
         metrics = BrokerMetrics()
+        logs.flush_observer = metrics.flush_seconds.observe
         loading = time.monotonic()
         replicas.startup()
         metrics.recovery_seconds.set(time.monotonic() - loading)

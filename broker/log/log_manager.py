@@ -50,6 +50,7 @@ class LogManager:
         self.producer_id_expiration_ms = producer_id_expiration_ms
         self.clock = clock
         self._logs: dict[tuple[str, int], PartitionLog] = {}
+        self.flush_observer: Callable[[float], None] | None = None    # told each log flush's seconds (metrics)
 
     def startup(self, topic_configs: Mapping[str, TopicConfig], *,
                 default_config: TopicConfig | None = None) -> None:
@@ -80,8 +81,14 @@ class LogManager:
                  time.monotonic() - started)
 
     def _open(self, path: Path, topic: str, partition: int, config: TopicConfig, *, recover: bool) -> PartitionLog:
-        return PartitionLog(path, topic, partition, config, recover=recover,
+        plog = PartitionLog(path, topic, partition, config, recover=recover,
                             producer_id_expiration_ms=self.producer_id_expiration_ms, clock=self.clock)
+        plog.on_flush = self._flushed
+        return plog
+
+    def _flushed(self, seconds: float) -> None:
+        if self.flush_observer is not None:
+            self.flush_observer(seconds)
 
     def get(self, topic: str, partition: int) -> PartitionLog | None:
         return self._logs.get((topic, partition))

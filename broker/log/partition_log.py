@@ -89,6 +89,7 @@ class PartitionLog:
         self.directory = Path(directory)
         self.topic = topic
         self.partition = partition
+        self.on_flush: Callable[[float], None] | None = None     # told each flush's seconds (the log manager's)
         self.config = config
         self.clock = clock
         self.segments = LogSegments()
@@ -495,6 +496,7 @@ class PartitionLog:
 
     def flush(self) -> None:
         """fsync every segment written since the last flush (log and index files)."""
+        started = time.monotonic()
         for seg in self.segments:
             if seg.dirty:
                 seg.flush()
@@ -502,6 +504,8 @@ class PartitionLog:
             self.checkpoint_high_watermark()
         self._unflushed_messages = 0
         self._last_flush_ms = self._now_ms()
+        if self.on_flush is not None:
+            self.on_flush(time.monotonic() - started)
 
     def maybe_flush(self, now_ms: int) -> None:
         """flush.ms policy: fsync if there are unflushed messages older than flush.ms."""

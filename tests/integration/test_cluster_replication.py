@@ -43,6 +43,7 @@ SETTINGS = {
     "replica.fetch.wait.max.ms": 200,
     "replica.fetch.backoff.ms": 200,
     "auto.leader.rebalance.enable": "false",
+    "metrics.port": 0,             # each broker's /metrics on a port of its own (read from its log)
 }
 
 
@@ -175,6 +176,9 @@ def test_a_frozen_follower_leaves_the_isr_produce_goes_on_and_it_rejoins_after_t
         frozen_at = time.monotonic()
         wait_for(lambda: follower not in _partition_meta(cluster, topic)[0].isrs, 10, "the frozen follower leaving")
         left_after = time.monotonic() - frozen_at
+        led_by = _leader(cluster, topic)
+        shrunk = _metrics(cluster, led_by)       # the leader's metrics tell the operator the same
+        assert shrunk["pylog_under_replicated_partitions"] >= 1 and shrunk["pylog_isr_shrinks_total"] >= 1
         before = producer.acked_count()
         wait_for(lambda: producer.acked_count() > before + 200, 10, "acks=all with two in-sync replicas")
     finally:
@@ -184,9 +188,21 @@ def test_a_frozen_follower_leaves_the_isr_produce_goes_on_and_it_rejoins_after_t
     finally:
         producer.finish()
     assert left_after < 1.0 + 2.0, f"left the ISR {left_after:.1f}s after freezing (replica.lag.time.max.ms 1 s)"
+    assert _metrics(cluster, led_by)["pylog_isr_expands_total"] >= 1
+    assert sorted(_metrics(cluster, b)["pylog_controller"] for b in range(3)) == [0, 0, 1]
     keys = _read_keys(cluster, topic, 1, producer.sent)
     assert sorted(keys) == list(range(producer.sent))
     assert_replicas_identical(cluster, topic, 1)
+
+
+def _metrics(c: LocalCluster, broker_id: int) -> dict[str, float]:
+    """The unlabelled series of broker `broker_id`'s /metrics (its port is in its log)."""
+    import re
+    import urllib.request
+    from prometheus_client.parser import text_string_to_metric_families
+    port = re.findall(r"metrics \(Prometheus\) on http://[^:]+:(\d+)/metrics", c.broker(broker_id).log_text())[-1]
+    text = urllib.request.urlopen(f"http://127.0.0.1:{port}/metrics", timeout=10).read().decode()
+    return {s.name: s.value for f in text_string_to_metric_families(text) for s in f.samples if not s.labels}
 
 
 def _produce_one(c: LocalCluster, topic: str, acks: str, timeout_s: float = 8.0) -> Any:

@@ -148,3 +148,46 @@ def test_scrapes_held_open_or_in_a_loop_leave_the_broker_serving(broker: tuple[B
             s.close()
     assert len(scraped) >= 2 and scraped == sorted(scraped) and scraped[-1] <= 20000
     assert total(scrape(port), "pylog_bytes_out_total", topic="busy") >= 20000 * 100
+
+
+def test_every_series_is_documented_and_the_dashboard_uses_only_documented_ones(
+        broker: tuple[BrokerProcess, int]) -> None:
+    """docs/METRICS.md lists what a scrape has (the series of cluster mode aside, marked so), and
+    conf/grafana/pylog-broker.json queries nothing else. Runs after the module's other cases (groups, errors)."""
+    import json
+    import re
+    from pathlib import Path
+    repo = Path(__file__).resolve().parents[2]
+    rows = [line for line in (repo / "docs" / "METRICS.md").read_text().splitlines() if line.startswith("| `pylog_")]
+    documented = {re.match(r"\| `(pylog_\w+)`", row).group(1): "cluster mode" in row for row in rows}
+    samples = {name for name in scrape(broker[1]) if name.startswith("pylog_")}
+
+    def family(name: str) -> str:
+        return re.sub(r"_(bucket|count|sum)$", "", name) if name not in documented else name
+    assert {family(n) for n in samples} == {d for d, cluster_only in documented.items() if not cluster_only}
+    dashboard = json.loads((repo / "conf" / "grafana" / "pylog-broker.json").read_text())
+    used = {family(n) for p in dashboard["panels"] for t in p["targets"] for n in re.findall(r"pylog_\w+", t["expr"])}
+    assert used <= set(documented) and len(used) >= 15, used - set(documented)
+
+
+def test_the_metrics_page_examples_run_as_written(tmp_path_factory: pytest.TempPathFactory) -> None:
+    """docs/METRICS.md: its server.properties lines start a broker whose endpoint is the target its
+    prometheus.yml scrapes (the port 9404 becomes a free one)."""
+    import re
+    from pathlib import Path
+    from kafka_protocol.properties import read_properties
+    from tests.support.markdown_examples import readme, substitute
+    examples = readme(Path(__file__).resolve().parents[2] / "docs" / "METRICS.md")
+    assert [b.lang for b in examples] == ["properties", "yaml"]
+    names = {"9404": str(free_port())}
+    workdir = tmp_path_factory.mktemp("metrics-page")
+    (workdir / "server.properties").write_text(substitute(examples[0].code, names))
+    settings = read_properties(workdir / "server.properties")
+    targets = re.findall(r'targets: \["([^"]+)"\]', substitute(examples[1].code, names))
+    b = BrokerProcess(workdir / "data", settings=settings).start()
+    try:
+        [target] = targets
+        text = urllib.request.urlopen(f"http://{target}/metrics", timeout=10).read()
+        assert b"pylog_log_recovery_seconds" in text
+    finally:
+        b.close()
