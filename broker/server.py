@@ -366,13 +366,14 @@ class BrokerServer:
 
 
 async def serve(config: BrokerConfig, ready: asyncio.Event | None = None) -> None:
-    """Run a broker until SIGTERM or SIGINT, then shut down cleanly."""
+    """Run a broker until SIGTERM or SIGINT, then shut down cleanly. A signal that arrives while the broker
+    starts (its ports may already accept) stops it cleanly once it has started."""
     server = BrokerServer(config)
-    await server.start()
     stop = asyncio.Event()
     loop = asyncio.get_running_loop()
     for sig in (signal.SIGTERM, signal.SIGINT):
         loop.add_signal_handler(sig, stop.set)
+    await server.start()
     if ready is not None:
         ready.set()
     try:

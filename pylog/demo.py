@@ -94,7 +94,7 @@ def next_steps(workdir: Path, table: Path) -> str:
     return "\n".join([
         f"everything the demo made is in {workdir}:",
         f"  look at the table  : {py} -c \"from deltalake import DeltaTable; "
-        f"print(DeltaTable('{table}').to_pyarrow_table().slice(0, 5))\"",
+        f"print(DeltaTable('{table}').to_pyarrow_dataset().head(5, use_threads=False))\"",
         f"  its offsets        : {py} -c \"from connectors.offset_manager import OffsetManager; "
         f"print(OffsetManager('{table}', 'demo-events').committed())\"",
         f"  the broker again   : pylog broker --data-dir {workdir / 'broker-data'} --port 9092",
@@ -117,7 +117,7 @@ def main() -> int:
     try:
         log.info("starting the embedded broker (data in %s)", broker.data_dir)
         broker.start()
-        admin = AdminClient({"bootstrap.servers": broker.bootstrap})
+        admin = AdminClient(with_logger({"bootstrap.servers": broker.bootstrap}))
         admin.create_topics([NewTopic(TOPIC, PARTITIONS, 1)])[TOPIC].result(timeout=15)
         del admin
         log.info("created topic %s with %d partitions", TOPIC, PARTITIONS)
@@ -135,7 +135,9 @@ def main() -> int:
         from deltalake import DeltaTable
 
         dt = DeltaTable(str(table))
-        rows = dt.to_pyarrow_table(columns=["topic", "partition", "offset", "type"])
+        # pyarrow's own scan on one thread: deltalake 1.6's to_pyarrow_table (and threaded scans) can leave
+        # threads that abort the process at exit ("terminate called without an active exception")
+        rows = dt.to_pyarrow_dataset().to_table(columns=["topic", "partition", "offset", "type"], use_threads=False)
         distinct = len(set(zip(rows.column("partition").to_pylist(), rows.column("offset").to_pylist())))
         stored = OffsetManager(str(table), "demo-events").committed()
         ends = end_offsets(broker.bootstrap, [TOPIC])
