@@ -43,7 +43,7 @@ import uuid
 from functools import partial
 from typing import Any, Callable, Mapping
 
-from kazoo.exceptions import BadVersionError, NodeExistsError, NoNodeError
+from kazoo.exceptions import BadVersionError, ConnectionLoss, NodeExistsError, NoNodeError, SessionExpiredError
 from kazoo.recipe.watchers import ChildrenWatch, DataWatch
 
 from broker.cluster import zk_layout
@@ -56,9 +56,11 @@ from broker.cluster.role_requests import ControllerStamp, PartitionInfo, leader_
 from broker.cluster.zk_client import ZkClient
 from broker.cluster.zk_layout import BrokerRegistration, PartitionState, TopicAssignment, ZkDataError
 from broker.security.inter_broker import PeerSecurity
+from kafka_protocol.quiet_logging import quiet
 from kafka_protocol.errors import TopicAlreadyExistsError
 
 log = logging.getLogger(__name__)
+quiet_log = quiet(logging.getLogger(__name__ + ".zookeeper"))
 
 
 def create_topic(zk: ZkClient, topic: str, partitions: int, replication_factor: int, live_brokers: list[int],
@@ -111,11 +113,14 @@ class ClusterController:
         self._watched: set[str] = set()   # topics with a data watch in this term
         self._thread: threading.Thread | None = None
         self._generation = 0          # watches of an earlier term stop themselves
+        self._isr_lock = threading.Lock()
+        self._isr_queued = False      # an isr_changes event is queued and has not started
 
     # ------------------------------------------------------------ lifecycle
 
     def start(self, token: ControllerToken) -> None:
         self._generation += 1
+        self._isr_queued = False
         generation = self._generation
         self._token = token
         self._watched = set()
@@ -142,7 +147,7 @@ class ClusterController:
         ChildrenWatch(kazoo, zk_layout.DELETE_TOPICS, alive(lambda topics: self._events.put(("delete", topics))))
         kazoo.ensure_path(zk_layout.CONTROLLED_SHUTDOWN)
         ChildrenWatch(kazoo, zk_layout.CONTROLLED_SHUTDOWN, alive(lambda ids: self._events.put(("shutdown", ids))))
-        ChildrenWatch(kazoo, zk_layout.ISR_CHANGES, alive(lambda names: self._events.put(("isr_changes", names))))
+        ChildrenWatch(kazoo, zk_layout.ISR_CHANGES, alive(lambda names: self._queue_isr_changes(bool(names))))
         if self.auto_leader_rebalance:
             threading.Thread(target=self._rebalance_timer, args=(generation,), daemon=True,
                              name=f"preferred-leader-{token.epoch}").start()
@@ -175,6 +180,8 @@ class ClusterController:
                 log.warning("%s; this broker stops acting as controller", e)
                 self._token = None
                 return
+            except (ConnectionLoss, SessionExpiredError) as e:    # ZooKeeper went away: one line, no trace
+                quiet_log.warning("controller event %s not handled: ZooKeeper %s", kind, type(e).__name__)
             except Exception:   # noqa: BLE001 (one bad event must not stop the controller)
                 log.exception("controller event %s failed", kind)
 
@@ -195,33 +202,50 @@ class ClusterController:
         self._shutting_down = shutting
         self._update_partitions(list(self._assignments))
 
-    def _on_isr_changes(self, names: list[str]) -> None:
+    def _queue_isr_changes(self, any_children: bool) -> None:
+        """The notifications' watch fired: queue one event unless one is queued already. The event reads the
+        children itself, so a burst of notifications (and the watch firing again as they are deleted) is
+        one pass over them, not one pass per notification over all of them."""
+        if not any_children:
+            return
+        with self._isr_lock:
+            if self._isr_queued:
+                return
+            self._isr_queued = True
+        self._events.put(("isr_changes", None))
+
+    def _on_isr_changes(self, _: None) -> None:
         kazoo = self.zk.kazoo
+        with self._isr_lock:
+            self._isr_queued = False       # notifications from now on queue a new pass
+        names = kazoo.get_children(zk_layout.ISR_CHANGES)
+        if not names:
+            return
+        paths = [f"{zk_layout.ISR_CHANGES}/{name}" for name in names]
         changed: set[tuple[str, int]] = set()
-        for name in names:
-            path = f"{zk_layout.ISR_CHANGES}/{name}"
+        for path, pending in zip(paths, [kazoo.get_async(p) for p in paths]):      # pipelined, not one by one
             try:
-                data, _ = kazoo.get(path)
-                changed.update(zk_layout.decode_isr_change(path, data))
+                changed.update(zk_layout.decode_isr_change(path, pending.get()[0]))
             except NoNodeError:
                 continue
             except ZkDataError as e:
                 log.warning("%s", e)
+        wanted = [(topic, p) for topic, p in sorted(changed)
+                  if (a := self._assignments.get(topic)) is not None and p in a.partitions]
         infos: dict[tuple[str, int], PartitionInfo] = {}
-        for topic, p in sorted(changed):
-            assignment = self._assignments.get(topic)
-            if assignment is None or p not in assignment.partitions:
-                continue
+        reads = [kazoo.get_async(zk_layout.partition_state_path(topic, p)) for topic, p in wanted]
+        for (topic, p), pending in zip(wanted, reads):
+            assignment = self._assignments[topic]
             try:
-                data, stat = kazoo.get(zk_layout.partition_state_path(topic, p))
+                data, stat = pending.get()
                 infos[(topic, p)] = PartitionInfo(PartitionState.decode(topic, p, data), stat.version,
                                                   tuple(assignment.partitions[p]), assignment.topic_id)
             except (NoNodeError, ZkDataError):
                 continue
         self._publish(infos)
-        for name in names:
+        for pending in [kazoo.delete_async(path) for path in paths]:
             try:
-                kazoo.delete(f"{zk_layout.ISR_CHANGES}/{name}")
+                pending.get()
             except NoNodeError:
                 pass
 

@@ -160,3 +160,40 @@ def test_cluster_status_shows_brokers_controller_leaders_and_under_replicated_pa
     assert status["controller"] == ctl.broker_id and status["under_replicated"] == ["audit-0", "audit-1"]
     assert main(["cluster", "status", "--zookeeper", "127.0.0.1:1", "--timeout", "1"]) == 1
     assert "no ZooKeeper session with 127.0.0.1:1 within 1s" in capsys.readouterr().err
+
+
+def _zk_packets(zookeeper) -> int:
+    """Requests ZooKeeper has received so far (its `mntr` four-letter word)."""
+    import socket
+    with socket.create_connection((zookeeper.host, zookeeper.port), timeout=5) as s:
+        s.sendall(b"mntr")
+        text = b""
+        while chunk := s.recv(65536):
+            text += chunk
+    return int(next(line.split()[1] for line in text.decode().splitlines() if line.startswith("zk_packets_received")))
+
+
+def test_a_burst_of_isr_change_notifications_is_one_pass_not_one_per_notification(zookeeper, zk_connect, zk_clients):
+    """Kafka's brokers leave one /isr_change_notification child per ISR change; a rolling restart leaves
+    hundreds. The controller handles a burst in passes over the current children (the watch's firings
+    coalesced), so the ZooKeeper requests grow with the notifications, not with their square (librdkafka's
+    suite once saw 2,300 requests a second for 7 minutes, and a new topic without a leader meanwhile)."""
+    members = start_cluster(zk_clients, zk_connect)
+    admin = zk_clients(zk_connect)
+    create_topic(admin, "churn", 3, 2, [1, 2, 3])
+    wait_for(lambda: len(states(admin, "churn")) == 3, what="three partition states")
+    controller_of(members).controller.wait_idle()
+    n = 600
+    before = _zk_packets(zookeeper)
+    pending = [admin.kazoo.create_async(f"{zk_layout.ISR_CHANGES}/{zk_layout.ISR_CHANGE_PREFIX}",
+                                        zk_layout.encode_isr_change([("churn", i % 3)]), sequence=True)
+               for i in range(n)]
+    for p in pending:
+        p.get()
+    wait_for(lambda: not admin.kazoo.get_children(zk_layout.ISR_CHANGES), timeout_s=30,
+             what="every notification handled and deleted")
+    # a new topic still gets its leaders at once afterwards
+    create_topic(admin, "after", 1, 2, [1, 2, 3])
+    wait_for(lambda: len(states(admin, "after")) == 1, timeout_s=10, what="the new topic's partition state")
+    used = _zk_packets(zookeeper) - before
+    assert used < 8 * n, f"{used} ZooKeeper requests for {n} notifications (creating them took {n})"
