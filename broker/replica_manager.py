@@ -74,15 +74,16 @@ class ReplicaManager:
         replication_factor: int | None,
         overrides: Mapping[str, str],
         validate_only: bool = False,
+        assignment: dict[int, list[int]] | None = None,
     ) -> TopicInfo | TopicConfig:
         count = self.config["num.partitions"] if partitions in (None, -1) else partitions
         rf = self.config["default.replication.factor"] if replication_factor in (None, -1) else replication_factor
         if self.cluster is not None:
             config = self.registry.check_new(name, count, overrides)
-            assignment = self.cluster.create_topic(name, count, rf, overrides, validate_only)
+            created = self.cluster.create_topic(name, count, rf, overrides, validate_only, assignment)
             if validate_only:
                 return config
-            return TopicInfo(name, assignment.topic_id or uuid.UUID(int=0), count, dict(overrides),
+            return TopicInfo(name, created.topic_id or uuid.UUID(int=0), count, dict(overrides),
                              name.startswith("__"))
         if rf != 1:
             raise InvalidReplicationFactorError(
@@ -138,9 +139,10 @@ class ReplicaManager:
         for p in range(info.partitions):
             self._wake((name, p))
 
-    def create_partitions(self, name: str, count: int, validate_only: bool = False) -> None:
+    def create_partitions(self, name: str, count: int, validate_only: bool = False,
+                          assignments: list[list[int]] | None = None) -> None:
         if self.cluster is not None:
-            self.cluster.create_partitions(name, count, validate_only)
+            self.cluster.create_partitions(name, count, validate_only, assignments)
             return
         info = self.registry.check_partition_increase(name, count)
         old = info.partitions

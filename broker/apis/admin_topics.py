@@ -32,17 +32,28 @@ def _check_assignments(ctx: BrokerContext, name: str, num_partitions: int, assig
     if not assignments:
         return num_partitions
     if num_partitions not in (-1, len(assignments)):
-        raise InvalidRequestError("Both numPartitions and replica assignments were set; use one of them")
+        raise InvalidRequestError("Both numPartitions or replicationFactor and replicasAssignments were set. "
+                                  "Both cannot be used at the same time.")
     _check_brokers(ctx, name, assignments)
     return len(assignments)
 
 
 def _check_brokers(ctx: BrokerContext, name: str, assignments: Any) -> None:
+    """The embedded broker holds every replica: an assignment may name it alone (a cluster checks its own)."""
+    if ctx.replicas.cluster is not None:
+        return
     for a in assignments or ():
         if tuple(a.broker_ids) != (ctx.node_id,):
             raise InvalidReplicaAssignmentError(
                 f"Replica assignment {list(a.broker_ids)} for topic '{name}' names brokers other than this one ({ctx.node_id})"
             )
+
+
+def _explicit(assignments: Any) -> dict[int, list[int]] | None:
+    """CreateTopics' assignments as partition -> brokers (None when the request has none)."""
+    if not assignments:
+        return None
+    return {int(a.partition_index): [int(b) for b in a.broker_ids] for a in assignments}
 
 
 def _replication_factor(ctx: BrokerContext, requested: int) -> int:
@@ -95,14 +106,19 @@ def handle_create_topics(ctx: BrokerContext, req: Request) -> Any:
                 raise TopicAuthorizationError("Authorization failed.")
             partitions = _check_assignments(ctx, t.name, t.num_partitions, t.assignments)
             overrides = parse_config_entries((c.name, c.value) for c in t.configs)
-            result = ctx.replicas.create_topic(t.name, partitions, t.replication_factor, overrides, validate_only)
+            if t.assignments and t.replication_factor not in (None, -1):
+                raise InvalidRequestError("Both numPartitions or replicationFactor and replicasAssignments were "
+                                          "set. Both cannot be used at the same time.")
+            result = ctx.replicas.create_topic(t.name, partitions, t.replication_factor, overrides, validate_only,
+                                               assignment=_explicit(t.assignments))
             config = ctx.replicas.registry.defaults.with_overrides(overrides)
             if isinstance(result, TopicInfo):
                 entry["topic_id"] = result.topic_id
                 partitions = result.partitions
             entry.update(
                 num_partitions=partitions if partitions not in (None, -1) else ctx.config["num.partitions"],
-                replication_factor=_replication_factor(ctx, t.replication_factor),
+                replication_factor=(len(t.assignments[0].broker_ids) if t.assignments
+                                    else _replication_factor(ctx, t.replication_factor)),
                 configs=[
                     {"name": k, "value": str(config.value_of(k)), "read_only": False, "is_sensitive": False,
                      "config_source": CONFIG_SOURCE_DYNAMIC_TOPIC if k in overrides else CONFIG_SOURCE_DEFAULT}
@@ -179,7 +195,9 @@ def handle_create_partitions(ctx: BrokerContext, req: Request) -> Any:
             if not _topic_allowed(ctx, AclOperation.ALTER, t.name):
                 raise TopicAuthorizationError("The topic authorization is failed.")
             _check_brokers(ctx, t.name, t.assignments)
-            ctx.replicas.create_partitions(t.name, t.count, body.validate_only)
+            ctx.replicas.create_partitions(t.name, t.count, body.validate_only,
+                                           [[int(b) for b in a.broker_ids] for a in t.assignments]
+                                           if t.assignments is not None else None)
         except Exception as e:  # noqa: BLE001
             entry["error_code"], entry["error_message"] = error_result(e)
         results.append(entry)

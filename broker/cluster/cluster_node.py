@@ -33,7 +33,7 @@ from typing import Any, Callable, Mapping
 from kazoo.exceptions import BadVersionError, NodeExistsError, NoNodeError
 
 from broker.cluster import zk_layout
-from broker.cluster.assignment import assign_replicas
+from broker.cluster.assignment import assign_replicas, check_new_partitions, check_new_topic
 from broker.cluster import role_requests
 from broker.cluster.cluster_view import ClusterView, ClusterWatcher, TopicPartition
 from broker.cluster.controller import ClusterController, create_topic, request_topic_deletion
@@ -127,22 +127,27 @@ class ClusterNode:
         return sorted(self.view.brokers)
 
     def create_topic(self, name: str, partitions: int, replication_factor: int, config: Mapping[str, str],
-                     validate_only: bool = False) -> TopicAssignment:
+                     validate_only: bool = False, assignment: dict[int, list[int]] | None = None) -> TopicAssignment:
+        """A new topic: assigned as Kafka assigns, or as `assignment` says (checked as Kafka checks it)."""
         live = self.live_brokers()
-        if replication_factor > len(live):
+        if assignment is not None:
+            check_new_topic(assignment)
+        elif replication_factor > len(live):
             raise InvalidReplicationFactorError(
                 f"Replication factor: {replication_factor} larger than available brokers: {len(live)}.")
         if validate_only:
-            return TopicAssignment(name, assign_replicas(live, partitions, replication_factor))
-        return create_topic(self.zk, name, partitions, replication_factor, live, config)
+            return TopicAssignment(name, assignment or assign_replicas(live, partitions, replication_factor))
+        return create_topic(self.zk, name, partitions, replication_factor, live, config, assignment)
 
     def delete_topic(self, name: str) -> None:
         if name not in self.view.topics:
             raise UnknownTopicOrPartitionError(f"Topic '{name}' does not exist")
         request_topic_deletion(self.zk, name)
 
-    def create_partitions(self, name: str, count: int, validate_only: bool = False) -> None:
-        """Add partitions to `name` up to `count`, assigned as Kafka assigns new partitions."""
+    def create_partitions(self, name: str, count: int, validate_only: bool = False,
+                          assignments: list[list[int]] | None = None) -> None:
+        """Add partitions to `name` up to `count`, assigned as Kafka assigns new partitions or as `assignments`
+        (one broker list per new partition) say."""
         kazoo = self.zk.kazoo
         try:
             data, stat = kazoo.get(zk_layout.topic_path(name))
@@ -154,7 +159,10 @@ class ClusterNode:
             raise InvalidPartitionsError(f"Topic '{name}' currently has {old} partitions, {count} would not be an "
                                          "increase.")
         rf = len(current.partitions[0])
-        extra = assign_replicas(self.live_brokers(), count - old, rf, first_partition=old)
+        if assignments is not None:
+            extra = check_new_partitions(assignments, count - old, rf, self.live_brokers(), old)
+        else:
+            extra = assign_replicas(self.live_brokers(), count - old, rf, first_partition=old)
         if validate_only:
             return
         partitions = {**current.partitions, **extra}

@@ -8,11 +8,12 @@ or freezes brokers brings every one of them back and waits for full ISRs before 
 from __future__ import annotations
 
 import datetime
+import re
 import time
 from typing import Any, Iterator
 
 import pytest
-from confluent_kafka import Consumer, KafkaException, Producer
+from confluent_kafka import Consumer, KafkaError, KafkaException, Producer
 from confluent_kafka.admin import AdminClient
 from kio.schema.api_versions.v3.request import ApiVersionsRequest
 from kio.schema.errors import ErrorCode
@@ -526,3 +527,32 @@ def test_back_to_back_acks_all_produces_are_appended_and_answered_in_request_ord
     assert offsets == [50 * i for i in range(12)]
     values = [m.value() for m in consume(cluster.bootstrap, topic, [0], 600, timeout=20)]
     assert values == [f"r{i}-{j}".encode() for i in range(12) for j in range(50)]
+
+
+def test_explicit_replica_assignments_are_taken_and_checked_as_kafka_checks_them(cluster: LocalCluster) -> None:
+    """kafka-topics --replica-assignment and kafka-topics --alter --partitions with one: the replicas (and so
+    the preferred leaders) are the ones given; a duplicate broker, an unknown broker or a replication factor
+    unlike the topic's is INVALID_REPLICA_ASSIGNMENT with Kafka's message."""
+    from confluent_kafka.admin import NewPartitions, NewTopic
+    topic = unique_name("placed")
+    admin = _admin(cluster)
+    admin.create_topics([NewTopic(topic, 2, replica_assignment=[[2, 0], [1, 2]])])[topic].result(30)
+    wait_for(lambda: all(len(m.isrs) == 2 for m in _partition_meta(cluster, topic).values()), 15, "full ISRs")
+    meta = _partition_meta(cluster, topic)
+    assert [list(meta[p].replicas) for p in (0, 1)] == [[2, 0], [1, 2]]
+    assert [meta[p].leader for p in (0, 1)] == [2, 1]
+    admin.create_partitions([NewPartitions(topic, 3, replica_assignment=[[0, 1]])])[topic].result(30)
+    wait_for(lambda: 2 in _partition_meta(cluster, topic) and _partition_meta(cluster, topic)[2].leader == 0, 15,
+             "the added partition led by broker 0")
+    assert list(_partition_meta(cluster, topic)[2].replicas) == [0, 1]
+    for new, message in ((NewPartitions(topic, 4, replica_assignment=[[0, 7]]),
+                          "Unknown broker(s) in replica assignment: 7."),
+                         (NewPartitions(topic, 4, replica_assignment=[[1]]),
+                          "Inconsistent replication factor between partitions")):
+        with pytest.raises(KafkaException, match=re.escape(message)) as refused:
+            admin.create_partitions([new])[topic].result(30)
+        assert refused.value.args[0].code() == KafkaError.INVALID_REPLICA_ASSIGNMENT
+    dup = unique_name("dup")
+    with pytest.raises(KafkaException, match="Duplicate replica assignment found") as refused:
+        admin.create_topics([NewTopic(dup, 1, replica_assignment=[[1, 1]])])[dup].result(30)
+    assert refused.value.args[0].code() == KafkaError.INVALID_REPLICA_ASSIGNMENT
