@@ -30,7 +30,8 @@ import threading
 import time
 from typing import Any, Callable, Mapping
 
-from kazoo.exceptions import BadVersionError, NodeExistsError, NoNodeError
+from kazoo.exceptions import BadVersionError, KazooException, NodeExistsError, NoNodeError
+from kazoo.handlers.threading import KazooTimeoutError
 
 from broker.cluster import zk_layout
 from broker.cluster.assignment import assign_replicas, check_new_partitions, check_new_topic
@@ -240,13 +241,21 @@ class ClusterNode:
     # ------------------------------------------------------------ controlled shutdown
 
     def controlled_shutdown(self, timeout_s: float) -> bool:
-        """Ask the controller to move this broker's leaderships away; True once the view shows none left."""
+        """Ask the controller to move this broker's leaderships away; True once the view shows none left.
+        Never waits longer than `timeout_s`, ZooKeeper down included (its calls are bounded too: a
+        SIGTERM must stop the broker whatever the state of ZooKeeper)."""
         path = zk_layout.controlled_shutdown_path(self.broker_id)
+        deadline = time.monotonic() + timeout_s
+        if not self.leads_anything_replicated():
+            return True
         try:
-            self.zk.kazoo.create(path, b"", ephemeral=True, makepath=True)
+            self.zk.kazoo.create_async(path, b"", ephemeral=True, makepath=True).get(timeout=timeout_s)
         except NodeExistsError:
             pass
-        deadline = time.monotonic() + timeout_s
+        except (KazooTimeoutError, KazooException) as e:
+            log.warning("controlled shutdown: ZooKeeper did not take the request (%s); stopping without moving "
+                        "leadership", type(e).__name__)
+            return False
         try:
             while time.monotonic() < deadline:
                 if not self.leads_anything_replicated():
@@ -255,9 +264,9 @@ class ClusterNode:
             return False
         finally:
             try:
-                self.zk.kazoo.delete(path)
-            except NoNodeError:
-                pass
+                self.zk.kazoo.delete_async(path).get(timeout=max(deadline - time.monotonic(), 1.0))
+            except (NoNodeError, KazooTimeoutError, KazooException):
+                pass     # ephemeral: it goes with the session
 
     def leads_anything_replicated(self) -> bool:
         """Whether this broker leads a partition that has another live replica in its ISR."""

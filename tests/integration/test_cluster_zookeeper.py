@@ -165,3 +165,32 @@ def test_no_zookeeper_is_a_clear_error_naming_the_connect_string():
     with pytest.raises(ZooKeeperUnavailableError, match=r"no ZooKeeper session with 127.0.0.1:1 within 1000 ms"):
         zk.start()
     zk.kazoo.close()
+
+
+def test_sigterm_stops_a_broker_whose_zookeeper_is_gone(tmp_path: Path) -> None:
+    """Two brokers, a replicated topic each leads a partition of, then ZooKeeper killed: SIGTERM still stops
+    a broker (its controlled shutdown gives up on ZooKeeper within controlled.shutdown.timeout.ms), where it
+    used to wait for ZooKeeper forever."""
+    from pylog.launch.local_cluster import LocalCluster
+    from pylog.launch.local_zookeeper import LocalZooKeeper
+    from tests.support.cluster import create_replicated, wait_full_isr
+    zk = LocalZooKeeper(tmp_path / "zk")
+    zk.start()
+    cluster = LocalCluster(tmp_path / "cluster", 2, {"default.replication.factor": 2,
+                                                     "offsets.topic.replication.factor": 2,
+                                                     "controlled.shutdown.timeout.ms": 5000,
+                                                     "zookeeper.session.timeout.ms": 6000},
+                           zk_connect=zk.connect, chroot="/gone")
+    try:
+        cluster.start()
+        create_replicated(cluster.bootstrap, "both", 2, 2)
+        wait_full_isr(cluster.bootstrap, "both", 2, replicas=2)
+        zk.kill9()
+        broker = cluster.broker(0)
+        started = time.monotonic()
+        code = broker.stop(timeout=40)
+        assert time.monotonic() - started < 30 and code == 0, broker.log_text()[-3000:]
+        assert "Traceback" not in broker.log_text()
+    finally:
+        cluster.close()
+        zk.stop()
