@@ -6,7 +6,7 @@ would; each broker also holds a 100-partition idle topic, so a scrape reports a 
 Each round, alternating which broker goes first: a fresh topic of `--partitions` partitions, a librdkafka
 producer writes `--records` records of `--size` bytes (acks=all, linger.ms 5, batch.size 1 MB), then a consumer
 reads them back; each in a fresh client process (the workers of bench/security_bench.py, run as scripts), with the
-broker's CPU per record. Figure: on / off for produce and consume (target >= 0.98), the ratio of the medians and
+broker's CPU per record; the topic is deleted after each round. Figure: on / off for produce and consume (target >= 0.98), the ratio of the medians and
 the per-round ratios' min-max; beside it the scrapes' time and size.
 
 Usage:
@@ -32,7 +32,7 @@ import urllib.request
 from pathlib import Path
 
 import _common
-from _common import REPO, create_topic, free_port, start_pylog
+from _common import REPO, create_topic, delete_topic, free_port, prefault_memory, start_pylog
 
 WORKER = REPO / "bench" / "security_bench.py"
 
@@ -87,6 +87,7 @@ def main() -> int:
     args = ap.parse_args()
     stamp = dt.datetime.now(dt.timezone.utc)
     out = args.out or REPO / "bench" / "results" / f"metrics_bench-{stamp:%Y-%m-%d-%H%M%S}.json"
+    prefault_memory(2.0)          # recycled pages for both brokers (PLATFORM.md: first touches are slow here)
     load_start = os.getloadavg()
     work = Path(tempfile.mkdtemp(prefix="metrics-bench-"))
     metrics_port = free_port()
@@ -110,6 +111,7 @@ def main() -> int:
                 consumed = measure({"kind": "consume", "conf": conf, "topic": topic, "partitions": args.partitions,
                                     "expected": args.records + 1, "size": args.size}, b.proc.pid)
                 row[name] = {"produce": produced, "consume": consumed}
+                delete_topic(b.bootstrap, topic)        # the disk and page cache do not grow round after round
                 print(f"  round {r + 1}/{args.rounds} {name:3}: produce {produced['records_per_s']:,.0f} rec/s "
                       f"({produced['broker_cpu_us_per_record']:.2f} us/rec), consume "
                       f"{consumed['records_per_s']:,.0f} rec/s; load {row['load1']:.1f}", flush=True)
