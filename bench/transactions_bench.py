@@ -29,6 +29,10 @@ min-max reported). In every block, on fresh topics of `--partitions` partitions 
   timed from assign() until the last committed record is delivered (the end of each log: every producer
   here ends with a commit). The reader then waits, untimed, until every partition has reported its end
   (enable.partition.eof) and checks the count (a leaked aborted record or a lost one is an error).
+  The producers' batches depend on the broker: with linger.ms 5 a broker that acks sooner gets smaller
+  batches (pylog's half-aborted topic held 1,208 batches to Kafka's 715 in a probe), and a reader pays per
+  batch. So (d): a fourth topic written like (b) with linger.ms 200 (full 1 MB batches on both brokers; 240
+  batches each in the probe) and read the same way: the read_committed comparison on one layout.
   librdkafka reports a partition's end only from the next Fetch, which comes back empty after
   fetch.wait.max.ms (500 ms) on both brokers; that time is in the JSON (to_eof_s) but not in the figure,
   where it would be a fixed half second beside about one second of reading. consume() is called with a
@@ -76,6 +80,8 @@ FETCH_MAX_BYTES = 64 * 1024 * 1024
 FETCH_QUEUE_BACKOFF_MS = 10
 PARTITION_EOF = -191   # librdkafka's _PARTITION_EOF
 
+FULL_LINGER_MS = 200   # the equal-layout topic: batches fill to batch.size whatever the broker's ack time
+
 PRODUCER_CONF = {
     "linger.ms": 5,
     "batch.size": 1024 * 1024,
@@ -111,7 +117,7 @@ def _produce_n(produce, poll, topic: str, payload: bytes, count: int) -> float:
 
 
 def worker_produce(bootstrap: str, topic: str, count: int, size: int, mode: str, per_txn: int = 100_000,
-                   abort_every_other: bool = False) -> dict:
+                   abort_every_other: bool = False, linger_ms: int | None = None) -> dict:
     from confluent_kafka import Producer
 
     errors: list[str] = []
@@ -120,6 +126,8 @@ def worker_produce(bootstrap: str, topic: str, count: int, size: int, mode: str,
         errors.append(str(err))
 
     conf = {"bootstrap.servers": bootstrap, **PRODUCER_CONF, "delivery.report.only.error": True, "on_delivery": on_error}
+    if linger_ms is not None:
+        conf["linger.ms"] = linger_ms
     transactional = mode == "transactional"
     if transactional:
         conf["transactional.id"] = f"bench-tx-{uuid.uuid4().hex[:10]}"
@@ -349,7 +357,8 @@ def summarize(runs: dict, brokers: list[str], layouts: list[int]) -> dict:
         lay: dict = {}
         blocks = {b: runs[str(parts)].get(b, []) for b in brokers}
         figures = ["produce_idempotent", "produce_transactional", "produce_abort_every_other",
-                   "consume_committed", "consume_aborted_half", "consume_idempotent_topic"]
+                   "consume_committed", "consume_aborted_half", "consume_idempotent_topic",
+                   "consume_aborted_half_full_batches"]
         for fig in figures:
             row: dict = {}
             for b in brokers:
@@ -435,7 +444,7 @@ def main() -> int:
         """Every figure once on broker `b`: two produce modes back to back (order by `rep`), aborts, three reads."""
         bp = bk.get(b)
         tag = uuid.uuid4().hex[:6]
-        topics = {m: f"tx-{m}-{parts}p-{rep}-{tag}" for m in ("idem", "txn", "abort")}
+        topics = {m: f"tx-{m}-{parts}p-{rep}-{tag}" for m in ("idem", "txn", "abort", "full")}
         res: dict = {"load1_start": os.getloadavg()[0]}
         try:
             for t in topics.values():
@@ -449,12 +458,17 @@ def main() -> int:
             res[f"produce_{mode}"] = call_worker({**base, "topic": topic, "mode": mode}, bp.proc.pid)
         res["produce_abort_every_other"] = call_worker({**base, "topic": topics["abort"], "mode": "transactional",
                                                         "abort_every_other": True}, bp.proc.pid)
+        # the same, with linger.ms 200: full 1 MB batches on both brokers, so the reads below compare one layout
+        res["produce_full_batches"] = call_worker({**base, "topic": topics["full"], "mode": "transactional",
+                                                   "abort_every_other": True, "linger_ms": FULL_LINGER_MS}, bp.proc.pid)
         cons = {"kind": "consume", "bootstrap": bp.bootstrap, "partitions": parts, "size": size,
                 "isolation": "read_committed"}
         # expected: the records plus the warm-up record (committed) of each producer
         res["consume_committed"] = call_worker({**cons, "topic": topics["txn"], "expected": n + 1}, bp.proc.pid)
         res["consume_aborted_half"] = call_worker({**cons, "topic": topics["abort"], "expected": n // 2 + 1}, bp.proc.pid)
         res["consume_idempotent_topic"] = call_worker({**cons, "topic": topics["idem"], "expected": n + 1}, bp.proc.pid)
+        res["consume_aborted_half_full_batches"] = call_worker({**cons, "topic": topics["full"], "expected": n // 2 + 1},
+                                                               bp.proc.pid)
         for t in topics.values():
             _common.delete_topic(bp.bootstrap, t)
         res["load1_end"] = os.getloadavg()[0]
@@ -540,7 +554,8 @@ def _fmt_block(r: dict) -> str:
     end = f" endtxn {pt['end_txn_s_median'] * 1000:.0f}ms" if "end_txn_s_median" in pt else ""
     return (f"idem {_fmt(r.get('produce_idempotent'))} txn {_fmt(pt)}{end} abort-half {_fmt(r.get('produce_abort_every_other'))}"
             f" | rc committed {_fmt(r.get('consume_committed'))} aborted-half {_fmt(r.get('consume_aborted_half'))}"
-            f" idem-topic {_fmt(r.get('consume_idempotent_topic'))} | load {r.get('load1_start', 0):.1f}")
+            f" idem-topic {_fmt(r.get('consume_idempotent_topic'))} full-batches "
+            f"{_fmt(r.get('consume_aborted_half_full_batches'))} | load {r.get('load1_start', 0):.1f}")
 
 
 def print_table(summary: dict, brokers: list[str], layouts: list[int], doc: dict) -> None:
@@ -550,7 +565,8 @@ def print_table(summary: dict, brokers: list[str], layouts: list[int], doc: dict
     names = {"produce_idempotent": "produce idempotent", "produce_transactional": "produce transactional",
              "produce_abort_every_other": "produce txn, every other aborted",
              "consume_committed": "read_committed, committed txns", "consume_aborted_half": "read_committed, half aborted",
-             "consume_idempotent_topic": "read_committed, no-txn topic"}
+             "consume_idempotent_topic": "read_committed, no-txn topic",
+             "consume_aborted_half_full_batches": "read_committed, half aborted, same batches on both"}
     both = "pylog" in brokers and "kafka" in brokers
     print(f"\nmedian (min-max) of {doc['settings']['reps']}, {doc['settings']['records']:,} x {doc['settings']['size']} B, "
           f"{doc['settings']['per_txn']:,} per transaction; {doc['machine']['nproc']} cores; load "
