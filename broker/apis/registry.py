@@ -10,7 +10,8 @@ from typing import Any, Callable
 
 from kafka_protocol.api_keys import ApiKey
 from broker.apis import admin_configs, admin_topics, api_versions, fetch, list_offsets, metadata, produce
-from broker.apis import acls, client_quotas, controller_requests, groups, leader_epochs, log_dirs, offsets, sasl, scram_users, transactions
+from broker.apis import (acls, client_quotas, controller_requests, groups, leader_election, leader_epochs, log_dirs,
+                         offsets, sasl, scram_users, transactions)
 
 
 def _api_versions(ctx: Any, req: Any) -> Any:
@@ -58,6 +59,7 @@ API_TABLE: dict[int, Api] = {
         Api(ApiKey.DELETE_GROUPS, 0, 2, groups.handle_delete_groups),
         Api(ApiKey.INCREMENTAL_ALTER_CONFIGS, 0, 1, admin_configs.handle_incremental_alter_configs),
         Api(ApiKey.OFFSET_DELETE, 0, 0, offsets.handle_offset_delete),
+        Api(ApiKey.ELECT_LEADERS, 0, 2, leader_election.handle),
         # transactions (KIP-98; the tools' KIP-664); WriteTxnMarkers at v1 only (kio has no v0, Kafka 4 dropped it)
         Api(ApiKey.ADD_PARTITIONS_TO_TXN, 0, 4, transactions.handle_add_partitions_to_txn),
         Api(ApiKey.ADD_OFFSETS_TO_TXN, 0, 3, transactions.handle_add_offsets_to_txn),

@@ -35,6 +35,7 @@ then acts on, with Kafka's errors (TOPIC_ALREADY_EXISTS, INVALID_REPLICATION_FAC
 """
 from __future__ import annotations
 
+import concurrent.futures
 import logging
 import queue
 import threading
@@ -57,7 +58,7 @@ from broker.cluster.zk_client import ZkClient
 from broker.cluster.zk_layout import BrokerRegistration, PartitionState, TopicAssignment, ZkDataError
 from broker.security.inter_broker import PeerSecurity
 from kafka_protocol.quiet_logging import quiet
-from kafka_protocol.errors import TopicAlreadyExistsError
+from kafka_protocol.errors import ErrorCode, TopicAlreadyExistsError
 
 log = logging.getLogger(__name__)
 quiet_log = quiet(logging.getLogger(__name__ + ".zookeeper"))
@@ -387,7 +388,82 @@ class ClusterController:
             else:
                 log.warning("gave up bringing %s's partition states in line after 5 conflicting writes", topic)
 
-    def _update_topic(self, topic: str, preferred: bool) -> None:
+    def elect_leaders(self, partitions: list[tuple[str, int]] | None, unclean: bool
+                      ) -> "concurrent.futures.Future[dict[tuple[str, int], tuple[ErrorCode, str | None]]]":
+        """ElectLeaders (KIP-460), from a request handler's thread: each partition's outcome, once the controller
+        thread has elected (NOT_CONTROLLER everywhere when this broker is not the controller)."""
+        done: "concurrent.futures.Future[dict[tuple[str, int], tuple[ErrorCode, str | None]]]" = \
+            concurrent.futures.Future()
+        if self._token is None:
+            done.set_result({tp: (ErrorCode.not_controller, None) for tp in partitions or ()})
+        else:
+            self._events.put(("elect", (partitions, unclean, done)))
+        return done
+
+    def _on_elect(self, arg: tuple[list[tuple[str, int]] | None, bool, "concurrent.futures.Future[Any]"]) -> None:
+        wanted, unclean, done = arg
+        try:
+            done.set_result(self._elect(wanted, unclean))
+        except Exception as e:   # noqa: BLE001 - the request gets an answer whatever happened here
+            done.set_exception(e)
+            raise
+
+    def _elect(self, wanted: list[tuple[str, int]] | None, unclean: bool
+               ) -> dict[tuple[str, int], tuple[ErrorCode, str | None]]:
+        """Kafka's ZooKeeper-mode election outcomes: ELECTION_NOT_NEEDED where the leader already is the one
+        the election would pick, PREFERRED_LEADER_NOT_AVAILABLE / ELIGIBLE_LEADERS_NOT_AVAILABLE where nobody can
+        be elected, UNKNOWN_TOPIC_OR_PARTITION for a partition that does not exist."""
+        if wanted is None:
+            wanted = [(t, p) for t, a in sorted(self._assignments.items()) for p in sorted(a.partitions)]
+        out: dict[tuple[str, int], tuple[ErrorCode, str | None]] = {}
+        by_topic: dict[str, set[int]] = {}
+        for topic, p in wanted:
+            a = self._assignments.get(topic)
+            if a is None or p not in a.partitions:
+                out[(topic, p)] = (ErrorCode.unknown_topic_or_partition, "The partition does not exist.")
+            else:
+                by_topic.setdefault(topic, set()).add(p)
+        kazoo = self.zk.kazoo
+        strategy = "UncleanPartitionLeaderElectionStrategy" if unclean else "PreferredReplicaPartitionLeaderElectionStrategy"
+        for topic, ps in sorted(by_topic.items()):
+            replicas_of = self._assignments[topic].partitions
+            eligible = self._live - self._shutting_down
+            to_elect = set()
+            for p in sorted(ps):
+                state = PartitionState.decode(topic, p, kazoo.get(zk_layout.partition_state_path(topic, p))[0])
+                replicas = replicas_of[p]
+                if unclean:
+                    if state.leader in self._live:
+                        out[(topic, p)] = (ErrorCode.election_not_needed, "Leader election not needed for topic partition.")
+                    elif not any(r in eligible for r in replicas):
+                        out[(topic, p)] = (ErrorCode.eligible_leaders_not_available,
+                                           f"Failed to elect leader for partition {topic}-{p} under strategy {strategy}")
+                    else:
+                        to_elect.add(p)
+                elif state.leader == replicas[0]:
+                    out[(topic, p)] = (ErrorCode.election_not_needed, "Leader election not needed for topic partition.")
+                elif replicas[0] not in eligible or replicas[0] not in state.isr:
+                    out[(topic, p)] = (ErrorCode.preferred_leader_not_available,
+                                       f"Failed to elect leader for partition {topic}-{p} under strategy {strategy}")
+                else:
+                    to_elect.add(p)
+            if to_elect:
+                for attempt in range(5):
+                    try:
+                        self._update_topic(topic, preferred=not unclean, only=to_elect, unclean=unclean)
+                        break
+                    except BadVersionError:
+                        continue
+            for p in sorted(to_elect):
+                state = PartitionState.decode(topic, p, kazoo.get(zk_layout.partition_state_path(topic, p))[0])
+                elected = state.leader in eligible and (unclean or state.leader == replicas_of[p][0])
+                out[(topic, p)] = (ErrorCode.none, None) if elected else (
+                    ErrorCode.preferred_leader_not_available if not unclean else ErrorCode.eligible_leaders_not_available,
+                    f"Failed to elect leader for partition {topic}-{p} under strategy {strategy}")
+        return out
+
+    def _update_topic(self, topic: str, preferred: bool, only: set[int] | None = None,
+                      unclean: bool | None = None) -> None:
         token = self._token
         if token is None:
             return
@@ -409,7 +485,9 @@ class ClusterController:
                 creates.append((p, initial_state(replicas, self._live - self._shutting_down or self._live,
                                                  token.epoch)))
                 continue
-            new = next_state(replicas, current, self._live, self._shutting_down, token.epoch, self.unclean, preferred)
+            new = next_state(replicas, current, self._live, self._shutting_down, token.epoch,
+                             self.unclean if unclean is None else unclean,
+                             preferred and (only is None or p in only))
             if new != current:
                 updates.append((p, new, stat.version))
             else:

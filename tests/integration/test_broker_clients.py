@@ -134,6 +134,11 @@ def test_admin_topics_configs_partitions_and_delete_records(pylog_broker):
     c = Consumer({"bootstrap.servers": pylog_broker.bootstrap, "group.id": "unused", "enable.auto.commit": False})
     assert c.get_watermark_offsets(TP("adm", 0), timeout=10) == (7, 10)
     c.close()
+    # a preferred leader election: the embedded broker already leads every partition (Kafka's answer)
+    from confluent_kafka import ElectionType
+    elected = a.elect_leaders(ElectionType.PREFERRED, [TP("adm", 0), TP("nope", 0)]).result(timeout=10)
+    assert {tp.topic: err.code() for tp, err in elected.items()} == {
+        "adm": KafkaError.ELECTION_NOT_NEEDED, "nope": KafkaError.UNKNOWN_TOPIC_OR_PART}
     # delete topic
     a.delete_topics(["adm"], operation_timeout=10)["adm"].result(timeout=10)
     deadline = time.time() + 10

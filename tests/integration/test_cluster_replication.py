@@ -282,6 +282,18 @@ def test_sigterm_moves_leadership_away_before_the_broker_stops(cluster: LocalClu
     assert stopped_after < 5.0, f"controlled shutdown took {stopped_after:.1f}s"
     assert not producer.failed
     _full_isr(cluster, topic)
+    # back in the ISR but not leading (auto.leader.rebalance.enable is off here): a preferred election
+    # (ElectLeaders, KIP-460; kafka-leader-election --election-type preferred) gives it its leadership back
+    from confluent_kafka import TopicPartition as TP
+    from confluent_kafka import ElectionType
+    assert _leader(cluster, topic) != leader == _partition_meta(cluster, topic)[0].replicas[0]
+    admin = _admin(cluster)
+    result = admin.elect_leaders(ElectionType.PREFERRED, [TP(topic, 0)]).result(30)
+    assert [(tp.topic, tp.partition, err) for tp, err in result.items()] == [(topic, 0, None)]
+    assert _leader(cluster, topic) == leader
+    again = admin.elect_leaders(ElectionType.PREFERRED, [TP(topic, 0), TP(topic, 9)]).result(30)
+    assert {tp.partition: err.code() for tp, err in again.items()} == {
+        0: KafkaError.ELECTION_NOT_NEEDED, 9: KafkaError.UNKNOWN_TOPIC_OR_PART}
 
 
 def _raw_produce(c: LocalCluster, broker: int, topic: str, value: bytes, acks: int = -1, timeout_s: float = 3.0) -> int:
