@@ -178,7 +178,7 @@ def test_sigterm_stops_a_broker_whose_zookeeper_is_gone(tmp_path: Path) -> None:
     zk.start()
     cluster = LocalCluster(tmp_path / "cluster", 2, {"default.replication.factor": 2,
                                                      "offsets.topic.replication.factor": 2,
-                                                     "controlled.shutdown.timeout.ms": 5000,
+                                                     "controlled.shutdown.timeout.ms": 2000,
                                                      "zookeeper.session.timeout.ms": 6000},
                            zk_connect=zk.connect, chroot="/gone")
     try:
