@@ -213,8 +213,8 @@ class _StateCollector(Collector):
         cluster = self.ctx.replicas.cluster
         if replication is None or cluster is None:
             return
-        yield GaugeMetricFamily("pylog_controller", "1 on the broker that is the controller.",
-                                value=1 if cluster.view.controller_id == self.ctx.node_id else 0)
+        yield GaugeMetricFamily("pylog_controller", "1 on the broker that is the active controller.",
+                                value=1 if cluster.controller.active else 0)
         under = sum(1 for role in list(replication.roles.values())
                     if role.leader_state is not None and len(role.isr) < len(role.replicas))
         yield GaugeMetricFamily("pylog_under_replicated_partitions", "Partitions led here whose ISR is smaller "

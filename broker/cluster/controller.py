@@ -155,6 +155,11 @@ class ClusterController:
             threading.Thread(target=self._rebalance_timer, args=(generation,), daemon=True,
                              name=f"preferred-leader-{token.epoch}").start()
 
+    @property
+    def active(self) -> bool:
+        """This broker is the controller now (elected, not yet resigned)."""
+        return self._token is not None
+
     def stop(self) -> None:
         self._generation += 1
         self._token = None

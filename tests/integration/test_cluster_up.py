@@ -4,6 +4,7 @@ brings the cluster's topics back)."""
 from __future__ import annotations
 
 import os
+import random
 import re
 import signal
 import socket
@@ -45,11 +46,26 @@ def _listening(port: int) -> bool:
         return s.connect_ex(("127.0.0.1", port)) == 0
 
 
+def _bindable(port: int) -> bool:
+    with socket.socket() as s:
+        try:
+            s.bind(("127.0.0.1", port))
+            return True
+        except OSError:
+            return False
+
+
 def _free_run_of_ports() -> tuple[int, int]:
-    port, zk_port = free_port(), free_port()
-    while any(_listening(p) for p in (port + 1, port + 2)):
-        port = free_port()
-    return port, zk_port
+    """Three consecutive ports for the brokers and one for ZooKeeper, below the kernel's ephemeral range: the
+    suite's own client sockets take ephemeral ports all the time, so a run picked there (port + 1, port + 2)
+    was often taken by an outgoing connection by the time the cluster bound it."""
+    low = int(Path("/proc/sys/net/ipv4/ip_local_port_range").read_text().split()[0])
+    rng = random.Random()
+    while True:
+        port = rng.randrange(max(low - 12000, 10000), low - 4)
+        zk_port = port + 3
+        if all(_bindable(p) for p in (port, port + 1, port + 2, zk_port)):
+            return port, zk_port
 
 
 def test_cluster_up_on_fixed_ports_then_ctrl_c_cleans_up(tmp_path):
