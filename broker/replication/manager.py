@@ -442,6 +442,7 @@ class Replication:
         asyncio.get_running_loop().create_task(self._write_isr(role, state, role.zk_version, why))
 
     async def _write_isr(self, role: ReplicaRole, state: PartitionState, version: int, why: str) -> None:
+        before = len(role.isr)
         try:
             new_version = await asyncio.to_thread(self.isr_writer, role.tp, state, version)
         except Exception as e:   # noqa: BLE001 - a stale version or a lost session: the view will tell
@@ -450,13 +451,13 @@ class Replication:
             return
         finally:
             role.isr_change_pending = False
+        if len(state.isr) < before:        # written: counted whatever the role became meanwhile (metrics)
+            self.isr_shrinks += 1
+        elif len(state.isr) > before:
+            self.isr_expands += 1
         if self.roles.get(role.tp) is not role or role.leader_epoch != state.leader_epoch:
             return
         log.info("%s-%d: ISR %s -> %s (%s)", role.topic, role.partition, list(role.isr), list(state.isr), why)
-        if len(state.isr) < len(role.isr):
-            self.isr_shrinks += 1
-        elif len(state.isr) > len(role.isr):
-            self.isr_expands += 1
         if new_version > role.zk_version:
             role.isr, role.zk_version = state.isr, new_version
             if role.leader_state is not None:

@@ -178,8 +178,9 @@ def test_a_frozen_follower_leaves_the_isr_produce_goes_on_and_it_rejoins_after_t
         wait_for(lambda: follower not in _partition_meta(cluster, topic)[0].isrs, 10, "the frozen follower leaving")
         left_after = time.monotonic() - frozen_at
         led_by = _leader(cluster, topic)
-        shrunk = _metrics(cluster, led_by)       # the leader's metrics tell the operator the same
-        assert shrunk["pylog_under_replicated_partitions"] >= 1 and shrunk["pylog_isr_shrinks_total"] >= 1
+        # the leader's metrics tell the operator the same (the ISR change counters: of whichever broker led)
+        assert _metrics(cluster, led_by)["pylog_under_replicated_partitions"] >= 1
+        assert sum(_metrics(cluster, b)["pylog_isr_shrinks_total"] for b in range(3) if b != follower) >= 1
         before = producer.acked_count()
         wait_for(lambda: producer.acked_count() > before + 200, 10, "acks=all with two in-sync replicas")
     finally:
@@ -192,7 +193,7 @@ def test_a_frozen_follower_leaves_the_isr_produce_goes_on_and_it_rejoins_after_t
     # UpdateMetadata; each poll above is a new AdminClient whose bootstrap may try the frozen broker first
     # (measured 1.5-3.0 s, once 3.04 s with three processes of the suite beside it)
     assert left_after < 1.0 + 3.0, f"left the ISR {left_after:.1f}s after freezing (replica.lag.time.max.ms 1 s)"
-    assert _metrics(cluster, led_by)["pylog_isr_expands_total"] >= 1
+    assert sum(_metrics(cluster, b)["pylog_isr_expands_total"] for b in range(3)) >= 1
     # one active controller (a thawed broker that was the controller resigns once it sees its session gone)
     wait_for(lambda: sorted(_metrics(cluster, b)["pylog_controller"] for b in range(3)) == [0, 0, 1], 15,
              "exactly one broker reporting itself the controller")
