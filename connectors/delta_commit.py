@@ -64,7 +64,7 @@ MAX_COMMIT_ATTEMPTS = 50   # each attempt follows another writer's successful co
 
 __all__ = ["BatchCommit", "SchemaMismatchError", "FencedError", "CommitConflictError", "UnsupportedTableError",
            "commit_batch", "claim_generation", "declare_start", "app_state", "committed_offsets", "current_generation", "open_table",
-           "check_writable", "table_partition_columns", "prepare_table"]
+           "check_writable", "table_partition_columns", "prepare_table", "commit_metadata"]
 
 
 @dataclass
@@ -84,6 +84,7 @@ class BatchCommit:
     topic_ids: dict[str, str] = field(default_factory=dict)
     read_version: int | None = None   # overwrite: the version whose files it replaces (None: the latest)
     hint: str = contiguity.RESTART_JOB   # what a refused batch's error tells the user to do
+    run_id: str | None = None   # the job run making the commit (jobs.run_history reads its commits back by it)
 
 
 def open_table(path: str) -> DeltaTable | None:
@@ -312,6 +313,18 @@ def _merge_schema(dt: DeltaTable, c: BatchCommit) -> bool:
     return True
 
 
+def commit_metadata(app_id: str, batch_id: int, generation: int | None, start_offsets: PartitionOffsets | None,
+                    end_offsets: PartitionOffsets | None, run_id: str | None, rows: int | None) -> dict[str, str]:
+    """What a batch's commitInfo says of it, whichever engine commits: for people and `pylog job status` (the
+    offsets that resume a job are its txn actions, connectors.offset_txns)."""
+    out = {"pylog.appId": app_id, "pylog.batchId": str(batch_id)}
+    optional = {"pylog.generation": generation, "pylog.offsets": to_json(end_offsets) if end_offsets else None,
+                "pylog.startOffsets": to_json(start_offsets) if end_offsets and start_offsets is not None else None,
+                "pylog.runId": run_id, "pylog.rows": rows}
+    out.update({k: str(v) for k, v in optional.items() if v is not None})
+    return out
+
+
 def commit_batch(c: BatchCommit) -> bool:
     """Make the batch's single Delta commit. Returns False when it was a replay (its files removed).
 
@@ -330,11 +343,9 @@ def commit_batch(c: BatchCommit) -> bool:
         raise
     actions: list[AddAction | RemoveAction] = [AddAction(f["path"], f["size"], f["partition_values"], f["modification_time"], True,
                          f"{{\"numRecords\": {f['num_records']}}}") for f in c.files]
-    metadata: dict[str, Any] = {"pylog.appId": c.app_id, "pylog.batchId": str(c.batch_id), **c.extra_metadata}
-    if c.generation is not None:
-        metadata["pylog.generation"] = str(c.generation)
-    if c.end_offsets:
-        metadata["pylog.offsets"] = to_json(c.end_offsets)
+    metadata = commit_metadata(c.app_id, c.batch_id, c.generation, c.start_offsets, c.end_offsets, c.run_id,
+                               sum(f["num_records"] for f in c.files))
+    metadata.update(c.extra_metadata)
     for attempt in range(1, MAX_COMMIT_ATTEMPTS + 1):
         dt = DeltaTable(c.table_path)
         reason = _skip_reason(dt, c)

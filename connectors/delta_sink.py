@@ -69,7 +69,7 @@ def _local_path(path: str) -> str:
 
 
 OPTIONS = ("path", "appId", "partitionBy", "mergeSchema", "checkpointLocation", "generation", "batchId", "offsets",
-           "startOffsets", "topicIds", "readVersion", "writeId")
+           "startOffsets", "topicIds", "readVersion", "writeId", "runId")
 
 
 class SinkOptions:
@@ -89,6 +89,7 @@ class SinkOptions:
         self.generation = self._int(o, "generation")
         self.batch_id = self._int(o, "batchid")
         self.read_version = self._int(o, "readversion")
+        self.run_id = o.get("runid") or None   # a job run's id: each commit is tagged with it (jobs.run_history)
         self.write_id = o.get("writeid") or uuid.uuid4().hex
         if not re.fullmatch(r"[0-9A-Za-z_]{1,64}", self.write_id):
             raise SinkOptionError(f"pylog-delta: option 'writeId' must be 1-64 letters, digits or _, got {self.write_id!r}")
@@ -139,7 +140,7 @@ def writer_options(path: str, app_id: str, *, partition_by: Sequence[str] = (), 
                    offsets: Mapping[TopicPartition, int] | None = None, topic_ids: Mapping[str, str] | None = None,
                    read_version: int | None = None,
                    start_offsets: Mapping[TopicPartition, int] | None = None,
-                   write_id: str | None = None) -> dict[str, str]:
+                   write_id: str | None = None, run_id: str | None = None) -> dict[str, str]:
     """The options of a `pylog-delta` write from typed values, as SinkOptions reads them (None: not set)."""
     out = {"path": path, "appId": app_id, "mergeSchema": "true" if merge_schema else "false"}
     optional: dict[str, object] = {
@@ -147,7 +148,7 @@ def writer_options(path: str, app_id: str, *, partition_by: Sequence[str] = (), 
         "batchId": batch_id, "offsets": None if offsets is None else to_json(offsets),
         "startOffsets": None if start_offsets is None else to_json(start_offsets),
         "topicIds": None if topic_ids is None else json.dumps(dict(topic_ids), sort_keys=True),
-        "readVersion": read_version, "writeId": write_id}
+        "readVersion": read_version, "writeId": write_id, "runId": run_id}
     out.update({k: str(v) for k, v in optional.items() if v is not None})
     return out
 
@@ -224,7 +225,7 @@ class DeltaStreamWriter(DataSourceStreamArrowWriter):
                                  self.generation, position.offsets if position else None,
                                  position.start if position else None, self.opts.partition_by,
                                  self.opts.merge_schema, topic_ids=position.topic_ids if position else {},
-                                 hint=self.hint))
+                                 hint=self.hint, run_id=self.opts.run_id))
         faults.after_delta_commit(batchId)
 
     def abort(self, messages: list, batchId: int) -> None:
@@ -253,7 +254,8 @@ class DeltaBatchWriter(DataSourceArrowWriter):
         commit_batch(BatchCommit(self.opts.path, self.opts.app_id, self.batch_id, _files_of(messages), self.schema,
                                  self.opts.generation, self.opts.offsets, self.opts.start_offsets, self.opts.partition_by,
                                  self.opts.merge_schema, mode="overwrite" if self.overwrite else "append",
-                                 topic_ids=self.opts.topic_ids, read_version=self.opts.read_version))
+                                 topic_ids=self.opts.topic_ids, read_version=self.opts.read_version,
+                                 run_id=self.opts.run_id))
 
     def abort(self, messages: list) -> None:
         # the files of tasks that failed or were cancelled are in no message: found by the write's id

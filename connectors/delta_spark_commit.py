@@ -31,7 +31,7 @@ from dataclasses import dataclass, field
 from typing import Any, Literal
 
 from connectors import contiguity
-from connectors.delta_commit import MAX_COMMIT_ATTEMPTS, batch_name, prepare_table
+from connectors.delta_commit import MAX_COMMIT_ATTEMPTS, batch_name, commit_metadata, prepare_table
 from connectors.errors import CommitConflictError, FencedError, SchemaMismatchError
 from connectors.keyed_merge import (
     TOMBSTONE,
@@ -43,7 +43,7 @@ from connectors.keyed_merge import (
 )
 from connectors.errors import NotContiguousError
 from connectors.offset_txns import batch_txns, generation_app_id, marker_app_id, offset_app_id
-from sparklog.offsets import PartitionOffsets, to_json
+from sparklog.offsets import PartitionOffsets
 
 log = logging.getLogger(__name__)
 
@@ -64,6 +64,7 @@ class SparkBatch:
     merge_keys: list[str] = field(default_factory=list)   # mode merge: the key columns
     read_version: int | None = None   # overwrite: the version whose files it replaces (None: the latest)
     start_offsets: PartitionOffsets | None = None   # required with end_offsets: what contiguity checks
+    run_id: str | None = None   # the job run making the commit (jobs.run_history reads its commits back by it)
 
 
 class _Jvm:
@@ -136,6 +137,19 @@ def _actions(j: _Jvm, txn: Any, rows: Any, b: SparkBatch, columns: list[str]) ->
     return replaced + written
 
 
+def _rows_added(actions: list[Any]) -> int | None:
+    """The rows of the files the commit adds, from their statistics (None when a file has none)."""
+    total = 0
+    for a in actions:
+        if a.getClass().getSimpleName() != "AddFile":
+            continue
+        stats = a.stats()
+        if stats is None:
+            return None
+        total += int(json.loads(stats).get("numRecords", 0))
+    return total
+
+
 def _skip_reason(txn: Any, b: SparkBatch) -> str | None:
     """delta_commit's rule, read inside `txn` (so the commit depends on it): None to commit; raises to stop."""
     marker_id = marker_app_id(b.app_id, b.generation)
@@ -204,12 +218,7 @@ def commit_with_delta_spark(spark: Any, rows: Any, b: SparkBatch) -> bool:
     columns = _table_columns(rows)
     j = _Jvm(spark)
     delta_log = j.jvm.org.apache.spark.sql.delta.DeltaLog.forTable(spark._jsparkSession, b.table_path)
-    tags = {"pylog.appId": b.app_id, "pylog.batchId": str(b.batch_id), "pylog.engine": "delta-spark",
-            "pylog.mode": b.mode}
-    if b.generation is not None:
-        tags["pylog.generation"] = str(b.generation)
-    if b.end_offsets:
-        tags["pylog.offsets"] = to_json(b.end_offsets)
+    tags = {"pylog.engine": "delta-spark", "pylog.mode": b.mode}
     if b.mode == "merge":
         tags["pylog.mergeKey"] = json.dumps(b.merge_keys)
     try:
@@ -222,6 +231,8 @@ def commit_with_delta_spark(spark: Any, rows: Any, b: SparkBatch) -> bool:
                 return False
             _check_contiguous(txn, b)
             actions = _actions(j, txn, data, b, columns)
+            tags.update(commit_metadata(b.app_id, b.batch_id, b.generation, b.start_offsets, b.end_offsets, b.run_id,
+                                        _rows_added(actions)))
             version = int(txn.readVersion()) + 1
             now = j.some(int(time.time() * 1000))
             for app, v in batch_txns(b.app_id, b.generation, b.batch_id, b.end_offsets, b.topic_ids, version).items():

@@ -27,6 +27,7 @@ from connectors.delta_spark_commit import SparkBatch, commit_with_delta_spark
 from connectors.offset_manager import OffsetManager, live_log, resume_from
 from jobs.config import JobConfig, JobConfigError
 from jobs.progress import BatchProgress
+from jobs.run_history import JobRun, recorded
 from jobs.rows import (
     OBSERVATION,
     add_raw_columns,
@@ -86,13 +87,19 @@ def plan_range(cfg: JobConfig, om: OffsetManager) -> LoadPlan:
 
 
 def run(cfg: JobConfig) -> int:
+    with recorded(cfg, cfg.get("sink.app.id", cfg.name)) as record:
+        return _load(cfg, record)
+
+
+def _load(cfg: JobConfig, record: JobRun) -> int:
     table = cfg.require("sink.table.path")
-    app_id = cfg.get("sink.app.id", cfg.name)
+    app_id = record.app_id
     om = OffsetManager(table, app_id)
     check_value_settings(cfg)
     choice = sink_choice(cfg)
     plan = plan_range(cfg, om)
     starts, ends, topic_ids, batch_id, records = plan.starts, plan.ends, plan.topic_ids, plan.batch_id, plan.records
+    record.plan(starts, ends)
     if records == 0 and not plan.new_table:
         log.info("nothing new since the last load: offsets %s", to_json(ends))
         return 0
@@ -105,7 +112,8 @@ def run(cfg: JobConfig) -> int:
         log.info("loading %d records (batch %d) from %s to %s into %s", records, batch_id, to_json(starts),
                  to_json(ends), table)
     spark = build_session(cfg, f"pylog batch_load {app_id}", delta_spark=choice.delta_spark)
-    df = (spark.read.format("pylog").options(**source_options(cfg))
+    progress = BatchProgress(spark, "loading", records)
+    df = (spark.read.format("pylog").options(**source_options(cfg)).option("progressAddress", progress.address)
           .option("startingOffsets", to_json(starts)).option("endingOffsets", to_json(ends)).load())
     rows = job_rows(cfg, df, choice.merge)
     check_keys(cfg, choice, rows)
@@ -114,15 +122,15 @@ def run(cfg: JobConfig) -> int:
     if observation is not None:
         rows = observed(rows, observation)
     partition_by, merge_schema = cfg.list("sink.partition.by"), cfg.bool("sink.merge.schema", False)
-    with BatchProgress(spark, "loading", records):
+    with progress:
         if choice.delta_spark:
             commit_with_delta_spark(spark, rows, SparkBatch(table, app_id, batch_id, None, ends, dict(topic_ids),
                                                             partition_by, merge_schema, choice.mode, choice.merge_keys,
-                                                            start_offsets=starts))
+                                                            start_offsets=starts, run_id=record.run_id))
         else:
             rows.write.format("pylog-delta").mode("append").options(**writer_options(
                 table, app_id, partition_by=partition_by, merge_schema=merge_schema, batch_id=batch_id, offsets=ends,
-                start_offsets=starts, topic_ids=topic_ids)).save()
+                start_offsets=starts, topic_ids=topic_ids, run_id=record.run_id)).save()
     log.info("loaded %d records up to offsets %s into %s%s", records, to_json(ends), table,
              observed_counts({OBSERVATION: observation.get} if observation is not None else None))
     if cfg.get("group.mirror"):

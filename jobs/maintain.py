@@ -33,6 +33,7 @@ from connectors.offset_txns import AppState
 from jobs.config import JobConfig, JobConfigError
 from jobs.errors import JobFailed, root_cause
 from jobs.spark_session import build_session
+from jobs.run_history import DONE, recorded
 from sparklog.offsets import format_tp, to_json
 
 log = logging.getLogger("pylog.job.maintain")
@@ -162,6 +163,11 @@ def run(cfg: JobConfig) -> int:
         path = str(Path(path).absolute())
     if open_table(path) is None:
         raise JobConfigError(f"job maintain: there is no Delta table at {path}")
+    with recorded(cfg, cfg.name, DONE):
+        return _maintain(cfg, path)
+
+
+def _maintain(cfg: JobConfig, path: str) -> int:
     attempts = cfg.int("maintain.max.attempts", 5) or 1
     retention_hours = retention_setting(cfg)
 

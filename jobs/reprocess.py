@@ -29,6 +29,7 @@ from connectors.delta_spark_commit import SparkBatch, commit_with_delta_spark
 from connectors.offset_manager import LiveLog, OffsetManager, live_log, resume_from, rewind_offsets
 from jobs.config import JobConfig, JobConfigError
 from jobs.progress import BatchProgress
+from jobs.run_history import JobRun, recorded
 from jobs.rows import check_value_settings, job_rows, source_client_conf, source_options
 from jobs.sink_engine import check_keys, keyed_state, sink_choice, table_columns
 from jobs.spark_session import build_session
@@ -106,13 +107,18 @@ def version_offsets(cfg: JobConfig, table: str, app_id: str, version: int, live:
 
 
 def run(cfg: JobConfig) -> int:
-    bootstrap = cfg.require("source.bootstrap.servers")
-    topics = cfg.list("source.topics")
-    table = cfg.require("sink.table.path")
-    app_id = cfg.get("sink.app.id", cfg.name)
     mode = cfg.get("reprocess.mode", "new-table")
     if mode not in ("new-table", "replace"):
         raise JobConfigError(f"job reprocess: reprocess.mode must be new-table or replace, got {mode!r}")
+    with recorded(cfg, cfg.get("sink.app.id", cfg.name)) as record:
+        return _rebuild(cfg, record, mode)
+
+
+def _rebuild(cfg: JobConfig, record: JobRun, mode: str) -> int:
+    bootstrap = cfg.require("source.bootstrap.servers")
+    topics = cfg.list("source.topics")
+    table = cfg.require("sink.table.path")
+    app_id = record.app_id
     target = table if mode == "replace" else cfg.require("reprocess.target.path")
     check_value_settings(cfg)
     kind, value = parse_from(cfg)
@@ -126,9 +132,11 @@ def run(cfg: JobConfig) -> int:
         starts = rewind_offsets(bootstrap, topics, timestamp_ms=value, **source_client_conf(cfg)) if kind == "timestamp" else \
             {tp: live.earliest[tp] for tp in ends}
     records = backlog(starts, ends)
+    record.plan(starts, ends)
     choice = sink_choice(cfg)
     spark = build_session(cfg, f"pylog reprocess {app_id}", delta_spark=choice.delta_spark)
-    df = (spark.read.format("pylog").options(**source_options(cfg))
+    progress = BatchProgress(spark, "reprocessing", records)
+    df = (spark.read.format("pylog").options(**source_options(cfg)).option("progressAddress", progress.address)
           .option("startingOffsets", to_json(starts)).option("endingOffsets", to_json(ends)).load())
     if kind == "timestamp":
         from pyspark.sql import functions as F
@@ -143,14 +151,15 @@ def run(cfg: JobConfig) -> int:
                              starts=lambda _state: starts, topic_ids=live.topic_ids)
     log.info("reprocessing %d records of %s from %s to %s into %s (%s, generation %s, table version %d)", records,
              ",".join(topics), to_json(starts), to_json(ends), target, mode, claim.generation, claim.table_version)
-    with BatchProgress(spark, "reprocessing", records):
+    with progress:
         if choice.delta_spark:
             commit_with_delta_spark(spark, rows, SparkBatch(
                 target, app_id, 0, claim.generation or 0, ends, dict(live.topic_ids), partition_by, True, "overwrite",
-                read_version=claim.table_version, start_offsets=starts))
+                read_version=claim.table_version, start_offsets=starts, run_id=record.run_id))
         else:
             rows.write.format("pylog-delta").mode("overwrite").options(**writer_options(
                 target, app_id, partition_by=partition_by, merge_schema=True, generation=claim.generation, batch_id=0,
-                read_version=claim.table_version, offsets=ends, start_offsets=starts, topic_ids=live.topic_ids)).save()
+                read_version=claim.table_version, offsets=ends, start_offsets=starts, topic_ids=live.topic_ids,
+                run_id=record.run_id)).save()
     log.info("rebuilt %s up to offsets %s", target, to_json(ends))
     return 0

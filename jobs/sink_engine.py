@@ -92,11 +92,12 @@ class DeltaSparkStreamWriter:
     choice: SinkChoice
     partition_by: list[str] = field(default_factory=list)
     merge_schema: bool = False
+    run_id: str | None = None
 
     def __call__(self, df: Any, batch_id: int) -> None:
         position = kafka_position(self.checkpoint, batch_id)
         commit_with_delta_spark(df.sparkSession, df, SparkBatch(
             self.table, self.app_id, batch_id, self.generation, position.offsets if position else None,
             position.topic_ids if position else {}, self.partition_by, self.merge_schema, self.choice.mode,
-            self.choice.merge_keys, start_offsets=position.start if position else None))
+            self.choice.merge_keys, start_offsets=position.start if position else None, run_id=self.run_id))
         faults.after_delta_commit(batch_id)

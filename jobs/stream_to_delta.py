@@ -25,7 +25,6 @@ SIGTERM and SIGINT stop the query after the batch in flight.
 """
 from __future__ import annotations
 
-import json
 import logging
 import time
 from dataclasses import dataclass
@@ -42,10 +41,11 @@ from connectors.spark_checkpoint import progress
 from jobs.config import JobConfig
 from jobs.rows import (add_raw_columns, check_value_settings, job_rows, observed, observed_counts, source_client_conf,
                        source_options)
-from jobs.supervise import supervise
+from jobs.run_history import JobRun, recorded
+from jobs.supervise import source_offsets, supervise
 from jobs.sink_engine import DeltaSparkStreamWriter, check_keys, sink_choice, table_columns
 from jobs.spark_session import build_session
-from sparklog.offsets import PartitionOffsets, from_offset_dict, to_json
+from sparklog.offsets import to_json
 from sparklog.planner import backlog
 
 log = logging.getLogger("pylog.job.stream_to_delta")
@@ -117,17 +117,11 @@ class _ProgressLogger:
         self.om, self.bootstrap, self.group = om, bootstrap, group
         self.client_conf = client_conf or {}
 
-    @staticmethod
-    def _offsets(raw: str | None) -> PartitionOffsets:
-        """A source offset of Spark's progress (the streaming offset JSON, topic ids aside); {} when none."""
-        value = json.loads(raw) if raw else None
-        return from_offset_dict(value) if isinstance(value, dict) else {}
-
     def __call__(self, progress: Any) -> None:
         try:
             src = progress.sources[0] if progress.sources else None
-            end = self._offsets(src.endOffset if src else None)
-            latest = self._offsets(src.latestOffset if src else None) or end
+            end = source_offsets(src.endOffset if src else None)
+            latest = source_offsets(src.latestOffset if src else None) or end
             log.info("batch %d: %d rows, offsets %s, lag %d%s", progress.batchId, progress.numInputRows,
                      to_json(end), backlog(end, latest), observed_counts(progress.observedMetrics))
         except Exception as e:  # noqa: BLE001 - reporting must never stop the job
@@ -140,8 +134,13 @@ class _ProgressLogger:
 
 
 def run(cfg: JobConfig) -> int:
+    with recorded(cfg, cfg.get("sink.app.id", cfg.name)) as record:
+        return _stream(cfg, record)
+
+
+def _stream(cfg: JobConfig, record: JobRun) -> int:
     table = cfg.require("sink.table.path")
-    app_id = cfg.get("sink.app.id", cfg.name)
+    app_id = record.app_id
     trigger = cfg.trigger()
     options = source_options(cfg)
     partition_by = cfg.list("sink.partition.by")
@@ -164,13 +163,14 @@ def run(cfg: JobConfig) -> int:
     merge_schema = cfg.bool("sink.merge.schema", False)
     if choice.delta_spark:
         writer = DeltaSparkStreamWriter(table, app_id, plan.generation, str(plan.checkpoint), choice, partition_by,
-                                        merge_schema)
+                                        merge_schema, record.run_id)
         query = (rows.writeStream.foreachBatch(writer).option("checkpointLocation", str(plan.checkpoint))
                  .trigger(**trigger).start())
     else:
         query = (rows.writeStream.format("pylog-delta")
                  .options(**writer_options(table, app_id, partition_by=partition_by, merge_schema=merge_schema,
-                                           generation=plan.generation, checkpoint=str(plan.checkpoint)))
+                                           generation=plan.generation, checkpoint=str(plan.checkpoint),
+                                           run_id=record.run_id))
                  .trigger(**trigger).start())
     return supervise(query, _ProgressLogger(OffsetManager(table, app_id), cfg.require("source.bootstrap.servers"),
                                              cfg.get("group.mirror"), source_client_conf(cfg)))

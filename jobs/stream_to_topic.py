@@ -20,7 +20,8 @@ from typing import Any
 from jobs.config import JobConfig, JobConfigError
 from jobs.rows import source_options
 from jobs.spark_session import build_session
-from jobs.supervise import supervise
+from jobs.run_history import JobRun, recorded
+from jobs.supervise import source_offsets, supervise
 
 log = logging.getLogger("pylog.job.stream_to_topic")
 
@@ -40,11 +41,25 @@ def sink_options(cfg: JobConfig) -> dict[str, str]:
     return opts
 
 
-def _report(progress: Any) -> None:
-    log.info("batch %d: %d rows", progress.batchId, progress.numInputRows)
+class _Report:
+    """One line per batch, and the batch added to the run's record (this job writes no Delta table)."""
+
+    def __init__(self, record: JobRun) -> None:
+        self.record = record
+
+    def __call__(self, progress: Any) -> None:
+        log.info("batch %d: %d rows", progress.batchId, progress.numInputRows)
+        src = progress.sources[0] if progress.sources else None
+        self.record.batch(int(progress.numInputRows), source_offsets(src.startOffset if src else None),
+                          source_offsets(src.endOffset if src else None))
 
 
 def run(cfg: JobConfig) -> int:
+    with recorded(cfg, cfg.name) as record:
+        return _stream(cfg, record)
+
+
+def _stream(cfg: JobConfig, record: JobRun) -> int:
     options = source_options(cfg)
     options["includeHeaders"] = "true"             # the view `source` has the headers to pass on
     options.setdefault("kafka.isolation.level", cfg.get("source.isolation.level", "read_committed"))
@@ -69,4 +84,4 @@ def run(cfg: JobConfig) -> int:
              sink["deliveryGuarantee"], checkpoint)
     query = (rows.writeStream.format("pylog").options(**sink).option("checkpointLocation", checkpoint)
              .trigger(**cfg.trigger()).start())
-    return supervise(query, _report)
+    return supervise(query, _Report(record))

@@ -1,12 +1,14 @@
 """Running a job's streaming query: progress per batch, graceful stop on a signal, failure as one line."""
 from __future__ import annotations
 
+import json
 import logging
 import time
 from typing import Any, Callable
 
 from jobs.errors import JobFailed, root_cause
 from jobs.signals import STOPPER
+from sparklog.offsets import PartitionOffsets, from_offset_dict
 
 log = logging.getLogger("pylog.job")
 
@@ -15,6 +17,12 @@ def _ran(progress: Any) -> bool:
     """Whether a progress event reports a batch that ran: a processing-time query also reports idle triggers,
     under the id of the batch still to come, with 0 rows."""
     return "addBatch" in (progress.durationMs or {})
+
+
+def source_offsets(raw: str | None) -> PartitionOffsets:
+    """A source offset of Spark's progress (the streaming offset JSON, topic ids aside); {} when none."""
+    value = json.loads(raw) if raw else None
+    return from_offset_dict(value) if isinstance(value, dict) else {}
 
 
 def supervise(query: Any, on_progress: Callable[[Any], None]) -> int:

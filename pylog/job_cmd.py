@@ -12,6 +12,7 @@ import os
 import signal
 from typing import TYPE_CHECKING
 
+from pylog import job_status
 from pylog.tools.errors import CliError
 from jobs import JOBS
 from jobs.settings import JOB_SETTINGS, describe
@@ -29,7 +30,8 @@ _SUMMARIES = {
 
 
 def register(sub: "argparse._SubParsersAction[argparse.ArgumentParser]") -> None:
-    p = sub.add_parser("job", help="run a Spark job (stream_to_delta, stream_to_topic, batch_load, reprocess, maintain)",
+    p = sub.add_parser("job", help="run a Spark job (stream_to_delta, stream_to_topic, batch_load, reprocess, maintain), "
+                                   "or show the last runs (status)",
                        description="Run a job from jobs/, configured by conf/jobs/NAME.properties and --set "
                                    "overrides. `pylog job NAME --help` lists the job's settings.")
     jobs = p.add_subparsers(dest="name", metavar="NAME", required=True)
@@ -42,6 +44,7 @@ def register(sub: "argparse._SubParsersAction[argparse.ArgumentParser]") -> None
         j.add_argument("--set", action="append", default=[], metavar="KEY=VALUE",
                        help="override a setting (repeatable)")
         j.set_defaults(func=run)
+    job_status.register(jobs)
 
 
 def run(args: argparse.Namespace) -> int:

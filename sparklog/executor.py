@@ -15,6 +15,7 @@ from kafka_protocol.fetch_response import FetchedPartition
 from sparklog.fetch_reader import FetchRangeReader, prefetch
 from sparklog.partition_reader import RangeReader
 from sparklog.planner import OffsetRange, RangePartition
+from sparklog.read_progress import ProgressSender
 from sparklog.reader_settings import ReaderSettings
 from sparklog.schema import ARROW_BATCH_ROWS, COALESCE_BYTES
 
@@ -53,5 +54,9 @@ def _task_batches(task: RangePartition, settings: ReaderSettings) -> Iterator[pa
 
 
 def read_task(task: RangePartition, settings: ReaderSettings) -> Iterator[pa.RecordBatch]:
-    """The batches of every range of one task, range after range, small ones joined."""
-    return coalesce_batches(_task_batches(task, settings))
+    """The batches of every range of one task, range after range, small ones joined; their rows reported to the
+    driver as they go when it listens (option progressAddress)."""
+    batches = coalesce_batches(_task_batches(task, settings))
+    if settings.progress_address is None:
+        return batches
+    return ProgressSender(settings.progress_address).counted(batches)

@@ -61,7 +61,7 @@ class OptionError(UserError, ValueError):
 
 
 # Every option the source and the sink read (Spark's Kafka connector's names, plus pylog's fetcher, producer,
-# commitToGroup and failOnMissingTopic); `kafka.*` passes through to the client. Anything else is a mistake
+# commitToGroup, failOnMissingTopic and progressAddress); `kafka.*` passes through to the client. Anything else is a mistake
 # (a misspelt `startingOffset` would otherwise be ignored and the query start somewhere else).
 SOURCE_OPTIONS = (
     "subscribe", "subscribePattern", "assign", "startingOffsets", "endingOffsets", "startingTimestamp",
@@ -69,7 +69,7 @@ SOURCE_OPTIONS = (
     "failOnDataLoss", "includeHeaders", "minPartitions", "maxRecordsPerPartition", "maxOffsetsPerTrigger",
     "maxBytesPerTrigger", "minOffsetsPerTrigger", "maxTriggerDelay", "kafkaConsumer.pollTimeoutMs",
     "fetchOffset.numRetries", "fetchOffset.retryIntervalMs", "groupIdPrefix", "commitToGroup", "fetcher",
-    "failOnMissingTopic",
+    "failOnMissingTopic", "progressAddress",
 )
 SINK_OPTIONS = ("topic", "producer", "includeHeaders", "deliveryGuarantee", "transactionalIdPrefix")
 DELIVERY_GUARANTEES = ("at-least-once", "exactly-once")
@@ -129,6 +129,7 @@ class ReadOptions:
     fetcher: Fetcher = "auto"                   # how executors read records (see sparklog.reader_settings)
     fail_on_missing_topic: bool = True          # batch reads: a subscribed topic the broker lacks is an error
     security: ClientSecurity | None = ClientSecurity()   # None: only librdkafka speaks it (GSSAPI, OAUTHBEARER)
+    progress_address: Optional[str] = None      # executors report rows read there (sparklog.read_progress)
 
     @property
     def librdkafka_params(self) -> dict[str, str]:
@@ -444,7 +445,20 @@ def _read_options(opts: dict[str, str], starting: off.OffsetSpec, ending: off.Of
         fetcher=_fetcher(opts.get("fetcher", "auto"), security),
         fail_on_missing_topic=parse_bool("failOnMissingTopic", opts.get("failonmissingtopic", "true")),
         security=security,
+        progress_address=_progress_address(opts.get("progressaddress")),
     )
+
+
+def _progress_address(value: str | None) -> str | None:
+    if value is None:
+        return None
+    from sparklog.read_progress import parse_address
+
+    try:
+        parse_address(value)
+    except ValueError as e:
+        raise OptionError(f"{e} (the jobs set it for their progress bars; leave it out otherwise)") from None
+    return value.strip()
 
 
 def parse_stream_options(options: Mapping[str, str]) -> ReadOptions:

@@ -25,6 +25,7 @@ class ReaderSettings:
     poll_timeout_ms: int
     client: Optional[ClientConfig]            # set: the native fetcher
     consumer_conf: dict[str, object]          # the librdkafka path's consumer settings
+    progress_address: Optional[str] = None    # report rows read there (sparklog.read_progress)
 
     @property
     def native(self) -> bool:
@@ -35,4 +36,4 @@ class ReaderSettings:
         native = opts.fetcher == "native" or (opts.fetcher == "auto" and opts.security is not None)
         return cls(opts.include_headers, opts.fail_on_data_loss, opts.poll_timeout_ms,
                    client_configs.native_client(opts) if native else None,
-                   client_configs.executor_consumer(opts))
+                   client_configs.executor_consumer(opts), opts.progress_address)

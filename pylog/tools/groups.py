@@ -13,13 +13,15 @@ from __future__ import annotations
 import argparse
 import datetime as dt
 import re
-from typing import Any
+from dataclasses import dataclass
+from typing import Any, Mapping
 
 from confluent_kafka import ConsumerGroupTopicPartitions, IsolationLevel, TopicPartition
 from confluent_kafka.admin import AdminClient, OffsetSpec
 
 from kafka_protocol.timestamps import parse_instant_ms
 from pylog.tools.errors import CliError
+from pylog.tools.text_table import print_table as _table
 from pylog.tools.client import add_connection_args, admin_client, fetch_metadata, result_or_error
 
 REQUEST_TIMEOUT_S = 15.0
@@ -79,29 +81,30 @@ def run(args: argparse.Namespace) -> int:
     return handlers[args.action](admin, args)
 
 
-# ---------------------------------------------------------------- broker calls
-def _group_description(admin: AdminClient, args: argparse.Namespace, group: str) -> Any:
+# ---------------------------------------------------------------- broker calls (also the console's)
+def group_description(admin: AdminClient, args: argparse.Namespace, group: str) -> Any:
     futures = admin.describe_consumer_groups([group], request_timeout=REQUEST_TIMEOUT_S)
     return result_or_error(futures[group], bootstrap=args.bootstrap_server, operation="DescribeGroups")
 
 
-def _state_name(desc: Any) -> str:
+def state_name(desc: Any) -> str:
+    """Kafka's name of a group's state (Stable, Empty, Dead, ...)."""
     state = getattr(desc, "state", None)
     name = getattr(state, "name", str(state))
     return {"STABLE": "Stable", "EMPTY": "Empty", "DEAD": "Dead", "PREPARING_REBALANCE": "PreparingRebalance",
             "COMPLETING_REBALANCE": "CompletingRebalance", "UNKNOWN": "Unknown"}.get(name, name)
 
 
-def _committed(admin: AdminClient, args: argparse.Namespace, group: str,
-               tps: list[TopicPartition] | None = None) -> dict[tuple[str, int], int]:
+def committed_offsets(admin: AdminClient, args: argparse.Namespace, group: str,
+                      tps: list[TopicPartition] | None = None) -> dict[tuple[str, int], int]:
     request = [ConsumerGroupTopicPartitions(group, tps)]
     futures = admin.list_consumer_group_offsets(request, request_timeout=REQUEST_TIMEOUT_S)
     result = result_or_error(futures[group], bootstrap=args.bootstrap_server, operation="OffsetFetch")
     return {(tp.topic, tp.partition): tp.offset for tp in result.topic_partitions or []}
 
 
-def _list_offsets(admin: AdminClient, args: argparse.Namespace, specs: dict[tuple[str, int], OffsetSpec],
-                  isolation_level: IsolationLevel = IsolationLevel.READ_UNCOMMITTED) -> dict[tuple[str, int], int]:
+def list_offsets(admin: AdminClient, args: argparse.Namespace, specs: Mapping[tuple[str, int], OffsetSpec],
+                 isolation_level: IsolationLevel = IsolationLevel.READ_UNCOMMITTED) -> dict[tuple[str, int], int]:
     """ListOffsets; for latest: the high watermark, or with READ_COMMITTED the last stable offset."""
     if not specs:
         return {}
@@ -112,12 +115,67 @@ def _list_offsets(admin: AdminClient, args: argparse.Namespace, specs: dict[tupl
             for tp, f in futures.items()}
 
 
+def commit_offsets(admin: AdminClient, args: argparse.Namespace, group: str,
+                   offsets: Mapping[tuple[str, int], int]) -> None:
+    """OffsetCommit of an inactive group's new offsets (generation -1, as kafka-consumer-groups)."""
+    request = [ConsumerGroupTopicPartitions(group, [TopicPartition(t, p, o) for (t, p), o in offsets.items()])]
+    futures = admin.alter_consumer_group_offsets(request, request_timeout=REQUEST_TIMEOUT_S)
+    result = result_or_error(futures[group], bootstrap=args.bootstrap_server, operation="OffsetCommit")
+    for tp in result.topic_partitions or []:
+        if tp.error is not None:
+            raise CliError(f"OffsetCommit failed for {tp.topic}-{tp.partition}: {tp.error.str()}")
+
+
 def _partitions_of(admin: AdminClient, args: argparse.Namespace, topic: str) -> list[int]:
     md = fetch_metadata(admin, args.bootstrap_server)
     tm = md.topics.get(topic)
     if tm is None or not tm.partitions:
         raise CliError(f"unknown topic '{topic}'")
     return sorted(tm.partitions)
+
+
+def check_inactive(group: str, desc: Any) -> None:
+    """Offsets are reset only while the group has no members (Kafka's rule)."""
+    state = state_name(desc)
+    if desc.members or state.lower() in ACTIVE_STATES:
+        raise CliError(f"Assignments can only be reset if the group '{group}' is inactive, "
+                       f"but the current state is {state}.")
+
+
+# ---------------------------------------------------------------- lag (pure)
+@dataclass(frozen=True)
+class PartitionLag:
+    """One partition of a group: its committed offset (-1: none), high watermark and last stable offset (-1:
+    unknown), and the member that owns it (None: unassigned)."""
+
+    topic: str
+    partition: int
+    current: int
+    end: int
+    stable: int
+    owner: Any | None
+
+    def lag(self, read_committed: bool = False) -> int | None:
+        """How far the committed offset is behind the high watermark (or the last stable offset); None when
+        either is unknown."""
+        target = self.stable if read_committed else self.end
+        return target - self.current if self.current >= 0 and target >= 0 else None
+
+
+def owners(desc: Any) -> dict[tuple[str, int], Any]:
+    """{(topic, partition): member} of a group's current assignment."""
+    out: dict[tuple[str, int], Any] = {}
+    for m in desc.members:
+        for tp in (m.assignment.topic_partitions if m.assignment else []):
+            out[(tp.topic, tp.partition)] = m
+    return out
+
+
+def partition_lags(committed: Mapping[tuple[str, int], int], ends: Mapping[tuple[str, int], int],
+                   stable: Mapping[tuple[str, int], int], owned: Mapping[tuple[str, int], Any]) -> list[PartitionLag]:
+    """Every partition the group has an offset for or owns, in topic-partition order."""
+    return [PartitionLag(t, p, committed.get((t, p), -1), ends.get((t, p), -1), stable.get((t, p), -1),
+                         owned.get((t, p))) for t, p in sorted(set(committed) | set(owned))]
 
 
 # ---------------------------------------------------------------- actions
@@ -129,7 +187,7 @@ def _list(admin: AdminClient, args: argparse.Namespace) -> int:
         width = max([len(g.group_id) for g in groups] + [5])
         print(f"{'GROUP':<{width}}  STATE")
         for g in groups:
-            print(f"{g.group_id:<{width}}  {_state_name(g)}")
+            print(f"{g.group_id:<{width}}  {state_name(g)}")
     else:
         for g in groups:
             print(g.group_id)
@@ -138,8 +196,8 @@ def _list(admin: AdminClient, args: argparse.Namespace) -> int:
 
 def _describe(admin: AdminClient, args: argparse.Namespace) -> int:
     group = args.group
-    desc = _group_description(admin, args, group)
-    state = _state_name(desc)
+    desc = group_description(admin, args, group)
+    state = state_name(desc)
     if state == "Dead":
         raise CliError(f"consumer group '{group}' does not exist")
     if args.state:
@@ -153,27 +211,19 @@ def _describe(admin: AdminClient, args: argparse.Namespace) -> int:
                  str(len(m.assignment.topic_partitions) if m.assignment else 0)] for m in desc.members]
         _table(["GROUP", "CONSUMER-ID", "HOST", "CLIENT-ID", "#PARTITIONS"], rows)
         return 0
-    owner: dict[tuple[str, int], Any] = {}
-    for m in desc.members:
-        for tp in (m.assignment.topic_partitions if m.assignment else []):
-            owner[(tp.topic, tp.partition)] = m
-    committed = _committed(admin, args, group)
-    keys = sorted(set(committed) | set(owner))
-    ends = _list_offsets(admin, args, {k: OffsetSpec.latest() for k in keys})
-    stable = _list_offsets(admin, args, {k: OffsetSpec.latest() for k in keys}, IsolationLevel.READ_COMMITTED)
-    lag_to = stable if args.isolation_level == "read_committed" else ends
+    owned = owners(desc)
+    committed = committed_offsets(admin, args, group)
+    keys = sorted(set(committed) | set(owned))
+    ends = list_offsets(admin, args, {k: OffsetSpec.latest() for k in keys})
+    stable = list_offsets(admin, args, {k: OffsetSpec.latest() for k in keys}, IsolationLevel.READ_COMMITTED)
     if not desc.members:
         print(f"\nConsumer group '{group}' has no active members.\n")
     rows = []
-    for topic, partition in keys:
-        current = committed.get((topic, partition), -1)
-        end, lso = ends.get((topic, partition), -1), stable.get((topic, partition), -1)
-        target = lag_to.get((topic, partition), -1)
-        m = owner.get((topic, partition))
-        rows.append([group, topic, str(partition), str(current) if current >= 0 else "-",
-                     str(end) if end >= 0 else "-",
-                     str(target - current) if current >= 0 and target >= 0 else "-",
-                     str(lso) if lso >= 0 else "-",
+    for row in partition_lags(committed, ends, stable, owned):
+        lag, m = row.lag(args.isolation_level == "read_committed"), row.owner
+        rows.append([group, row.topic, str(row.partition), str(row.current) if row.current >= 0 else "-",
+                     str(row.end) if row.end >= 0 else "-", str(lag) if lag is not None else "-",
+                     str(row.stable) if row.stable >= 0 else "-",
                      m.member_id if m else "-", m.host if m else "-", m.client_id if m else "-"])
     # LAST-STABLE-OFFSET after LAG: the first six columns stay kafka-consumer-groups' own
     _table(["GROUP", "TOPIC", "PARTITION", "CURRENT-OFFSET", "LOG-END-OFFSET", "LAG", "LAST-STABLE-OFFSET",
@@ -221,7 +271,9 @@ def parse_duration_ms(text: str) -> int:
     return int(((days * 24 + hours) * 60 + minutes) * 60_000 + seconds * 1000)
 
 
-def _targets(admin: AdminClient, args: argparse.Namespace, committed: dict[tuple[str, int], int]) -> list[tuple[str, int]]:
+def reset_targets(admin: AdminClient, args: argparse.Namespace,
+                  committed: dict[tuple[str, int], int]) -> list[tuple[str, int]]:
+    """The partitions a reset names: `args.all_topics` (those with offsets) or each `args.topic` (TOPIC[:P,Q])."""
     if args.all_topics:
         if not committed:
             raise CliError(f"group '{args.group}' has no committed offsets; name topics with --topic")
@@ -264,28 +316,19 @@ def plan_offsets(args: argparse.Namespace, targets: list[tuple[str, int]], commi
 
 def _reset(admin: AdminClient, args: argparse.Namespace) -> int:
     group = args.group
-    desc = _group_description(admin, args, group)
-    state = _state_name(desc)
-    if desc.members or state.lower() in ACTIVE_STATES:
-        raise CliError(f"Assignments can only be reset if the group '{group}' is inactive, "
-                       f"but the current state is {state}.")
-    committed = _committed(admin, args, group)
-    targets = _targets(admin, args, committed)
-    low = _list_offsets(admin, args, {tp: OffsetSpec.earliest() for tp in targets})
-    high = _list_offsets(admin, args, {tp: OffsetSpec.latest() for tp in targets})
+    check_inactive(group, group_description(admin, args, group))
+    committed = committed_offsets(admin, args, group)
+    targets = reset_targets(admin, args, committed)
+    low = list_offsets(admin, args, {tp: OffsetSpec.earliest() for tp in targets})
+    high = list_offsets(admin, args, {tp: OffsetSpec.latest() for tp in targets})
     by_time: dict[tuple[str, int], int] = {}
     if args.to_datetime or args.by_duration:
         ts = parse_datetime(args.to_datetime) if args.to_datetime else \
             int(dt.datetime.now().timestamp() * 1000) - parse_duration_ms(args.by_duration)
-        by_time = _list_offsets(admin, args, {tp: OffsetSpec.for_timestamp(ts) for tp in targets})
+        by_time = list_offsets(admin, args, {tp: OffsetSpec.for_timestamp(ts) for tp in targets})
     plan = plan_offsets(args, targets, committed, low, high, by_time)
     if args.execute:
-        request = [ConsumerGroupTopicPartitions(group, [TopicPartition(t, p, o) for (t, p), o in plan.items()])]
-        futures = admin.alter_consumer_group_offsets(request, request_timeout=REQUEST_TIMEOUT_S)
-        result = result_or_error(futures[group], bootstrap=args.bootstrap_server, operation="OffsetCommit")
-        for tp in result.topic_partitions or []:
-            if tp.error is not None:
-                raise CliError(f"OffsetCommit failed for {tp.topic}-{tp.partition}: {tp.error.str()}")
+        commit_offsets(admin, args, group, plan)
     if not args.execute:
         print(f"Dry run: nothing was changed. The offsets group '{group}' would get (add --execute to apply):")
     _table(["GROUP", "TOPIC", "PARTITION", "CURRENT-OFFSET", "NEW-OFFSET"],
@@ -293,9 +336,3 @@ def _reset(admin: AdminClient, args: argparse.Namespace) -> int:
     if args.execute:
         print(f"Reset the offsets of group '{group}' for {len(plan)} partition(s).")
     return 0
-
-
-def _table(header: list[str], rows: list[list[str]]) -> None:
-    widths = [max([len(h)] + [len(r[i]) for r in rows]) for i, h in enumerate(header)]
-    for line in [header, *rows]:
-        print(" ".join(cell.ljust(w) for cell, w in zip(line, widths)).rstrip())

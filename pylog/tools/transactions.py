@@ -18,6 +18,7 @@ from typing import Any
 
 from pylog.tools.client import DEFAULT_BOOTSTRAP, add_command_config_arg, check_reachable, client_security, parse_kv
 from pylog.tools.errors import CliError
+from pylog.tools.text_table import print_table
 from pylog.tools.wire_admin import PartitionInfo, ProducerState, TxnDescription, WireAdmin
 
 STATES = ("Empty", "Ongoing", "PrepareCommit", "PrepareAbort", "CompleteCommit", "CompleteAbort", "Dead",
@@ -270,7 +271,5 @@ def find_hanging(admin: WireAdmin, candidates: list[tuple[tuple[str, int], Produ
 
 
 def table(header: list[str], rows: list[list[str]]) -> None:
-    """Columns padded to their widest cell, two spaces apart (kafka-transactions' layout, without tabs)."""
-    widths = [max([len(h)] + [len(r[i]) for r in rows]) for i, h in enumerate(header)]
-    for line in [header, *rows]:
-        print("  ".join(cell.ljust(w) for cell, w in zip(line, widths)).rstrip())
+    """Two spaces apart: kafka-transactions' layout, without tabs."""
+    print_table(header, rows, gap="  ")

@@ -27,6 +27,7 @@ from tests.support.jobs import (
     MaintainBeside,
     assert_exactly_once,
     finish,
+    job_runs,
     kill,
     kill_loop,
     produce_events,
@@ -115,6 +116,13 @@ def test_batch_load_survives_a_kill_loop_and_a_rerun_is_a_no_op(pylog_broker, tm
     out = finish(run_job("batch_load", settings))
     assert "nothing new" in out
     assert DeltaTable(str(tmp_path / "table")).version() == version
+    # every run is in `pylog job status`, the killed ones as died (with what they had committed), and the rows
+    # the runs committed add up to the topic: exactly once, seen from the run history
+    runs = job_runs("batch_load", settings)
+    assert len(runs) == 5 and runs[0]["outcome"] == "nothing new", runs
+    assert {r["outcome"] for r in runs} <= {"committed", "died", "nothing new"}, runs
+    assert sum(r["rows"] or 0 for r in runs) == total, runs
+    assert all(r["ended"] is None for r in runs if r["outcome"] == "died"), runs
 
 
 def test_reprocess_from_a_timestamp_rebuilds_exactly_the_later_records(pylog_broker, tmp_path):

@@ -11,10 +11,11 @@ from pathlib import Path
 
 import pytest
 from confluent_kafka.admin import AdminClient
+from deltalake import DeltaTable
 
 from connectors.offset_manager import OffsetManager, end_offsets
 from tests.support.clients import create_topic
-from tests.support.jobs import (REPO, event_ids, finish, kill, produce_events, run_job, stream_settings,
+from tests.support.jobs import (REPO, event_ids, finish, job_runs, kill, produce_events, run_job, stream_settings,
                                 table_versions)
 
 pytestmark = [pytest.mark.slow, pytest.mark.timeout(900)]
@@ -63,7 +64,8 @@ def test_a_topic_recreated_between_batch_loads_is_an_error_or_loaded_from_its_st
     produce_events(bootstrap, "events", 0, 600)
     settings = {"source.bootstrap.servers": bootstrap, "source.topics": "events",
                 "sink.table.path": tmp_path / "table", "sink.app.id": "cron", "group.mirror": ""}
-    finish(run_job("batch_load", settings))
+    out = finish(run_job("batch_load", settings))
+    assert "loading: done, 600 records read" in out, out[-2000:]   # counted as the executors read them
     _recreate(bootstrap, "events", 2)
     produce_events(bootstrap, "events", 600, 200)
     summary = _failed(run_job("batch_load", settings)).strip().splitlines()[-1]
@@ -71,6 +73,16 @@ def test_a_topic_recreated_between_batch_loads_is_an_error_or_loaded_from_its_st
     finish(run_job("batch_load", {**settings, "source.fail.on.data.loss": "false"}))
     assert event_ids(tmp_path / "table") == list(range(800))
     assert "nothing new" in finish(run_job("batch_load", settings))
+    # `pylog job status` tells the story from the table: four runs, the failure with its reason
+    runs = job_runs("batch_load", settings)
+    assert [r["outcome"] for r in runs] == ["nothing new", "committed", "failed", "committed"], runs
+    first, failed, reloaded = runs[3], runs[2], runs[1]
+    assert (first["offsets"], first["rows"], first["batches"]) == (600, 600, 1), first
+    assert first["startOffsets"] == {"events": {"0": 0, "1": 0}} and \
+        sum(first["endOffsets"]["events"].values()) == 600, first
+    assert "Topic events was re-created" in failed["message"] and failed["rows"] is None, failed
+    assert reloaded["rows"] == 200 and reloaded["lastVersion"] == DeltaTable(str(tmp_path / "table")).version()
+    assert all(r["app"] == "cron" and r["ended"] >= r["started"] for r in runs)
 
 
 def test_batch_load_from_latest_into_a_new_table_loads_what_arrives_after_its_first_run(pylog_broker, tmp_path):

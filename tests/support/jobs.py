@@ -60,6 +60,16 @@ def run_job(name: str, settings: dict[str, object], env: dict[str, str] | None =
         return subprocess.Popen(cmd, cwd=cwd, env=env, stdout=out, stderr=subprocess.STDOUT, start_new_session=True)
 
 
+def job_runs(name: str, settings: dict[str, object]) -> list[dict]:
+    """The runs `pylog job status NAME --json` shows for a job with these settings, newest first."""
+    cmd = [sys.executable, "-m", "pylog", "job", "status", name, "--json", "--last", "50"]
+    for k, v in settings.items():
+        cmd += ["--set", f"{k}={v}"]
+    proc = subprocess.run(cmd, cwd=REPO, capture_output=True, text=True, timeout=60)
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    return [json.loads(line) for line in proc.stdout.splitlines()]
+
+
 def finish(proc: subprocess.Popen, timeout: float = 240) -> str:
     try:
         out, _ = proc.communicate(timeout=timeout)
