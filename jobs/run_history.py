@@ -30,6 +30,7 @@ import pyarrow as pa
 
 from jobs.config import JobConfig
 from jobs.errors import root_cause
+from jobs.job_metrics import JobMetrics
 from jobs.signals import STOPPER, JobInterrupted
 from sparklog.offsets import PartitionOffsets, from_json, to_json
 from sparklog.planner import backlog
@@ -125,8 +126,10 @@ def table_history(table: str, limit: int = HISTORY_LIMIT) -> list[dict[str, Any]
 class JobRun:
     """One run of a job: its id (passed to the sink, which tags each commit with it), its two history rows."""
 
-    def __init__(self, job: str, app_id: str, table: str, success: str = NOTHING_NEW) -> None:
+    def __init__(self, job: str, app_id: str, table: str, success: str = NOTHING_NEW,
+                 metrics: JobMetrics | None = None) -> None:
         self.job, self.app_id, self.table = job, app_id, table
+        self.metrics = metrics
         self.success = success     # the outcome of a run that ends without error and commits nothing
         self.run_id = uuid.uuid4().hex[:12]
         self.started_at = time.time()
@@ -137,8 +140,12 @@ class JobRun:
         """The offsets a batch run means to load: recorded when it commits nothing (a failure, nothing new)."""
         self.planned = (dict(starts), dict(ends))
 
-    def batch(self, rows: int, starts: PartitionOffsets, ends: PartitionOffsets) -> None:
-        """A micro-batch a stream finished where the table does not record it (stream_to_topic)."""
+    def batch(self, rows: int, starts: PartitionOffsets, ends: PartitionOffsets, lag: int | None = None,
+              version: int | None = None) -> None:
+        """A micro-batch a stream finished: into the metrics, and into the run's record when the table does not
+        record it (stream_to_topic)."""
+        if self.metrics is not None:
+            self.metrics.batch(rows, lag, version)
         s = self.streamed
         s.batches += 1
         s.rows += rows
@@ -188,6 +195,13 @@ class JobRun:
         if outcome == NOTHING_NEW and commits.batches:
             outcome = COMMITTED
         self._append(self._row("ended", outcome, message, commits))
+        if self.metrics is not None:
+            if not self.streamed.batches and commits.batches:    # a batch job: its commits, once at its end
+                self.metrics.records.inc(commits.rows)
+                self.metrics.batches.inc(commits.batches)
+                self.metrics.version.set(commits.last_version or 0)
+                self.metrics.last_batch.set(time.time())
+            self.metrics.end(outcome)
         return commits
 
 
@@ -206,7 +220,7 @@ def _compact(path: str) -> None:
 def recorded(cfg: JobConfig, app_id: str, success: str = NOTHING_NEW) -> Iterator[JobRun]:
     """A job run recorded from start to end; its outcome is taken from how the block ends (`success` when it
     ends without error and without commits of its own)."""
-    run = JobRun(cfg.name, app_id, table_of(cfg), success)
+    run = JobRun(cfg.name, app_id, table_of(cfg), success, JobMetrics.from_config(cfg, app_id))
     run.start()
     try:
         yield run
@@ -269,10 +283,15 @@ def read_runs(table: str, last: int = 10) -> list[RunSummary]:
     from deltalake import DeltaTable
     from deltalake.exceptions import TableNotFoundError
 
+    import pyarrow.parquet as pq
+
     try:
-        rows = DeltaTable(runs_path(table)).to_pyarrow_dataset().to_table(use_threads=False).to_pylist()
+        uris = DeltaTable(runs_path(table)).file_uris()
     except TableNotFoundError:
         return []
+    # the files read by pyarrow itself: a scan through delta-rs' dataset (its file system called from arrow's I/O
+    # threads) sometimes aborted the process at exit ("terminate called without an active exception")
+    rows = [row for uri in uris for row in pq.read_table(_file(uri), use_threads=False).to_pylist()]
     starts = {r["run_id"]: r for r in rows if r["event"] == "started"}
     ends = {r["run_id"]: r for r in rows if r["event"] == "ended"}
     newest = sorted(starts.values(), key=lambda r: r["time"], reverse=True)[:last]
@@ -296,6 +315,16 @@ def read_runs(table: str, last: int = 10) -> list[RunSummary]:
                   "batches": c.batches, "first_version": c.first_version, "last_version": c.last_version}
         out.append(_summary(s, filled, outcome, message, None))
     return out
+
+
+def _file(uri: str) -> Any:
+    """A pyarrow file for a data file's URI (a local path, or an object store pyarrow knows)."""
+    from pyarrow import fs
+
+    if "://" not in uri or uri.startswith("file://"):
+        return uri.removeprefix("file://")
+    filesystem, path = fs.FileSystem.from_uri(uri)
+    return filesystem.open_input_file(path)
 
 
 def _summary(s: dict[str, Any], e: dict[str, Any], outcome: str, message: str | None,

@@ -52,6 +52,11 @@ COMMON = (
     Setting("spark.*", None, "any other Spark setting, e.g. spark.executor.memory"),
     Setting("log.file", "<temp dir>/pylog-logs/<job>-<time>-<pid>.log", "where Spark's own log goes (a failure's "
             "line names it)"),
+    Setting("metrics.port", None, "serve the run's Prometheus metrics (records, batches, Delta version, lag, "
+            "outcome) on this port while it runs (0: any free port)"),
+    Setting("metrics.host", "127.0.0.1", "the address metrics.port listens on"),
+    Setting("metrics.textfile", None, "write the run's metrics to this file after each batch and at its end, for "
+            "node_exporter's textfile collector (cron jobs end before a scrape)"),
 )
 
 

@@ -112,9 +112,9 @@ def plan_generation(cfg: JobConfig, base: Path, table: str, app_id: str, schema:
 class _ProgressLogger:
     """Logs one line per batch (rows, end offsets, lag) and mirrors the table's offsets into a group."""
 
-    def __init__(self, om: OffsetManager, bootstrap: str, group: str | None,
+    def __init__(self, om: OffsetManager, bootstrap: str, group: str | None, record: JobRun,
                  client_conf: dict[str, str] | None = None) -> None:
-        self.om, self.bootstrap, self.group = om, bootstrap, group
+        self.om, self.bootstrap, self.group, self.record = om, bootstrap, group, record
         self.client_conf = client_conf or {}
 
     def __call__(self, progress: Any) -> None:
@@ -122,8 +122,13 @@ class _ProgressLogger:
             src = progress.sources[0] if progress.sources else None
             end = source_offsets(src.endOffset if src else None)
             latest = source_offsets(src.latestOffset if src else None) or end
+            lag = backlog(end, latest)
             log.info("batch %d: %d rows, offsets %s, lag %d%s", progress.batchId, progress.numInputRows,
-                     to_json(end), backlog(end, latest), observed_counts(progress.observedMetrics))
+                     to_json(end), lag, observed_counts(progress.observedMetrics))
+            if self.record.metrics is not None:
+                dt = open_table(self.om.table_path)
+                self.record.batch(int(progress.numInputRows), source_offsets(src.startOffset if src else None), end,
+                                  lag, None if dt is None else dt.version())
         except Exception as e:  # noqa: BLE001 - reporting must never stop the job
             log.warning("batch %d: could not report progress: %s", progress.batchId, e)
         if self.group:
@@ -173,4 +178,4 @@ def _stream(cfg: JobConfig, record: JobRun) -> int:
                                            run_id=record.run_id))
                  .trigger(**trigger).start())
     return supervise(query, _ProgressLogger(OffsetManager(table, app_id), cfg.require("source.bootstrap.servers"),
-                                             cfg.get("group.mirror"), source_client_conf(cfg)))
+                                             cfg.get("group.mirror"), record, source_client_conf(cfg)))

@@ -17,7 +17,7 @@ from jobs.run_history import RunSummary, as_json, describe_offsets, read_runs, t
 from pylog.tools.errors import CliError
 from pylog.tools.text_table import print_table
 
-HEADER = ["STARTED", "RUN", "OUTCOME", "TOOK", "OFFSETS", "ROWS", "VERSIONS", "RANGE"]
+HEADER = ["STARTED (UTC)", "RUN", "OUTCOME", "TOOK", "OFFSETS", "ROWS", "VERSIONS", "RANGE"]
 
 
 def register(jobs: "argparse._SubParsersAction[argparse.ArgumentParser]") -> None:

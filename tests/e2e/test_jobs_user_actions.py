@@ -64,8 +64,11 @@ def test_a_topic_recreated_between_batch_loads_is_an_error_or_loaded_from_its_st
     produce_events(bootstrap, "events", 0, 600)
     settings = {"source.bootstrap.servers": bootstrap, "source.topics": "events",
                 "sink.table.path": tmp_path / "table", "sink.app.id": "cron", "group.mirror": ""}
-    out = finish(run_job("batch_load", settings))
+    out = finish(run_job("batch_load", {**settings, "metrics.textfile": tmp_path / "cron.prom"}))
     assert "loading: done, 600 records read" in out, out[-2000:]   # counted as the executors read them
+    metrics = (tmp_path / "cron.prom").read_text()     # for node_exporter's textfile collector
+    assert 'pylog_job_records_total{app="cron",job="batch_load"} 600.0' in metrics, metrics
+    assert 'pylog_job_run_outcome{app="cron",job="batch_load",pylog_job_run_outcome="committed"} 1.0' in metrics
     _recreate(bootstrap, "events", 2)
     produce_events(bootstrap, "events", 600, 200)
     summary = _failed(run_job("batch_load", settings)).strip().splitlines()[-1]
