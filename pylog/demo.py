@@ -97,6 +97,7 @@ def next_steps(workdir: Path, table: Path) -> str:
         f"print(DeltaTable('{table}').to_pyarrow_dataset().head(5, use_threads=False))\"",
         f"  its offsets        : {py} -c \"from connectors.offset_manager import OffsetManager; "
         f"print(OffsetManager('{table}', 'demo-events').committed())\"",
+        f"  its runs           : pylog job status stream_to_delta --set sink.table.path={table}",
         f"  the broker again   : pylog broker --data-dir {workdir / 'broker-data'} --port 9092",
         f"  remove it          : rm -rf {workdir}   (the next make demo starts it afresh)",
     ])
@@ -134,6 +135,8 @@ def main() -> int:
             return rc
         from deltalake import DeltaTable
 
+        from jobs.run_history import read_runs
+
         dt = DeltaTable(str(table))
         # pyarrow's own scan on one thread: deltalake 1.6's to_pyarrow_table (and threaded scans) can leave
         # threads that abort the process at exit ("terminate called without an active exception")
@@ -152,7 +155,10 @@ def main() -> int:
         print(f"broker end offsets      : {to_json(ends)}")
         print(f"consumer group lag      : {'unavailable' if lag is None else lag} (group demo-events)")
         print("events by type          : " + ", ".join(f"{k}={v}" for k, v in sorted(by_type.items())))
-        ok = rows.num_rows == distinct == EVENTS and stored == ends
+        [run] = read_runs(str(table), last=1)
+        print(f"this run (job status)   : {run.outcome}, {run.batches} Delta commits of {run.rows} rows, "
+              f"versions {run.first_version}-{run.last_version}")
+        ok = rows.num_rows == distinct == EVENTS == run.rows and stored == ends
         print("exactly once            : " + ("yes" if ok else "NO"))
         print("\n" + next_steps(workdir, table))
         return 0 if ok else 1

@@ -5,6 +5,7 @@ import os
 import re
 import subprocess
 import sys
+from pathlib import Path
 
 import pytest
 
@@ -37,5 +38,9 @@ def test_the_demo_runs_exactly_once_and_ends_cleanly_on_its_summary(tmp_path):
     offsets = next(ln for ln in lines if "its offsets" in ln).split(" : ", 1)[1]
     shown = subprocess.run(offsets, shell=True, cwd=REPO, capture_output=True, text=True, timeout=60)
     assert shown.returncode == 0 and "('events', 0)" in shown.stdout, shown.stderr[-2000:]
+    runs = next(ln for ln in lines if "its runs" in ln).split(" : ", 1)[1]
+    shown = subprocess.run(runs, shell=True, cwd=tmp_path, capture_output=True, text=True, timeout=60,
+                           env={**os.environ, "PATH": f"{Path(sys.executable).parent}:{os.environ['PATH']}"})
+    assert shown.returncode == 0 and " committed " in shown.stdout, shown.stdout + shown.stderr[-2000:]
     noisy = [ln for ln in lines if NOISE.search(ln)]
     assert noisy == [], f"error lines in the demo's output: {noisy[:10]}"
