@@ -66,6 +66,9 @@ def _compression(v: Any) -> str:
 CONFIG = (ConfigDef()
     .define('broker.id', 'int', _int, 0,
             "This broker's id (node.id in KRaft).")
+    .define('broker.rack', 'string', _str, None,
+            "This broker's rack (or zone): cluster mode places a partition's replicas on as many racks as it can "
+            "(Kafka's rack-aware assignment; every broker then needs one).")
     .define('host.name', 'string', _str, '127.0.0.1',
             'Interface to listen on; --host overrides.')
     .define('port', 'int', _int, 9092,

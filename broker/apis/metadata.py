@@ -28,6 +28,33 @@ def _listener() -> str:
     return session.listener if session is not None else "PLAINTEXT"
 
 
+def _brokers(ctx: BrokerContext) -> list[tuple[int, str, int, str | None]]:
+    """(id, host, port, rack) of each live broker, by its endpoint on the request's listener."""
+    if ctx.replicas.replication is None:
+        return [(ctx.node_id, ctx.address()[0], ctx.address()[1], ctx.config["broker.rack"])]
+    listener = _listener()
+    return [(b, *r.address(listener), r.rack) for b, r in sorted(ctx.replicas.replication.view.brokers.items())]
+
+
+def describe_cluster(ctx: BrokerContext, req: Request) -> Any:
+    """DescribeCluster (KIP-700, what the admin clients' describeCluster sends): the live brokers with their racks,
+    the controller and the cluster id, as Kafka 3.9's ZooKeeper mode answers it; a broker is no controller
+    endpoint (endpoint type 2 is MISMATCHED_ENDPOINT_TYPE)."""
+    body = req.body
+    view = ctx.replicas.replication.view if ctx.replicas.replication is not None else None
+    out: dict[str, Any] = {"throttle_time": 0, "error_code": ErrorCode.none, "cluster_id": ctx.cluster_id,
+                           "controller_id": ctx.node_id if view is None else view.controller_id,
+                           "brokers": [{"broker_id": b, "host": h, "port": p, "rack": r} for b, h, p, r in _brokers(ctx)],
+                           "cluster_authorized_operations": _operations(ctx, body, ResourceType.CLUSTER, CLUSTER_NAME)}
+    if req.api_version >= 1:
+        out["endpoint_type"] = 1
+        if int(field(body, "endpoint_type", 1)) != 1:
+            out.update(error_code=ErrorCode.mismatched_endpoint_type, brokers=[], controller_id=-1,
+                       error_message="The request was sent to an endpoint of type BROKER, but we wanted an endpoint "
+                                     "of type CONTROLLER")
+    return build(response_schema(ApiKey.DESCRIBE_CLUSTER, req.api_version), out)
+
+
 def _visible(ctx: BrokerContext, name: str, log_if_denied: bool = True) -> bool:
     return ctx.authorized(AclOperation.DESCRIBE, ResourceType.TOPIC, name, log_if_denied)
 
@@ -148,8 +175,7 @@ def _cluster_metadata(ctx: BrokerContext, req: Request, view: ClusterView) -> An
             topics.append({"error_code": code, "name": name, "topic_id": UUID_ZERO, "partitions": []})
     return build(response_schema(ApiKey.METADATA, req.api_version), {
         "throttle_time": 0,
-        "brokers": [{"node_id": b, "host": r.address(_listener())[0], "port": r.address(_listener())[1],
-                     "rack": r.rack} for b, r in sorted(view.brokers.items())],
+        "brokers": [{"node_id": b, "host": h, "port": p, "rack": r} for b, h, p, r in _brokers(ctx)],
         "cluster_id": ctx.cluster_id,
         "controller_id": view.controller_id,
         "topics": _with_operations(ctx, body, topics),
@@ -206,7 +232,7 @@ def handle(ctx: BrokerContext, req: Request) -> Any:
         response_schema(ApiKey.METADATA, req.api_version),
         {
             "throttle_time": 0,
-            "brokers": [{"node_id": ctx.node_id, "host": ctx.address()[0], "port": ctx.address()[1], "rack": None}],
+            "brokers": [{"node_id": b, "host": h, "port": p, "rack": r} for b, h, p, r in _brokers(ctx)],
             "cluster_id": ctx.cluster_id,
             "controller_id": ctx.node_id,
             "topics": _with_operations(ctx, body, topics),

@@ -37,6 +37,7 @@ API_TABLE: dict[int, Api] = {
         Api(ApiKey.FETCH, 4, 12, fetch.handle),
         Api(ApiKey.LIST_OFFSETS, 1, 7, list_offsets.handle),
         Api(ApiKey.METADATA, 0, 12, metadata.handle),
+        Api(ApiKey.DESCRIBE_CLUSTER, 0, 1, metadata.describe_cluster),
         Api(ApiKey.OFFSET_COMMIT, 2, 8, offsets.handle_offset_commit),
         Api(ApiKey.OFFSET_FETCH, 1, 8, offsets.handle_offset_fetch),
         Api(ApiKey.FIND_COORDINATOR, 0, 4, groups.handle_find_coordinator),

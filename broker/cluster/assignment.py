@@ -1,4 +1,4 @@
-"""Replica assignment for new topics and partitions: Kafka's rack-unaware rule, pure.
+"""Replica assignment for new topics and partitions: Kafka's rules, rack-unaware and rack-aware, pure.
 
 Owns which brokers hold the replicas of each partition (kafka.admin.AdminUtils
 .assignReplicasToBrokersRackUnaware, KIP-36's rack-unaware case):
@@ -10,6 +10,11 @@ Owns which brokers hold the replicas of each partition (kafka.admin.AdminUtils
   one partition;
 - `start` and the initial `shift` are random unless fixed (tests fix them); an increase of
   partitions continues from the existing count, as Kafka's CreatePartitions does.
+
+When every live broker has a `broker.rack`, the rack-aware rule (AdminUtils.assignReplicasToBrokersRackAware)
+runs the same walk over the brokers listed one rack after another, and places each further replica on a rack
+that has none of the partition's replicas while there is one; when only some brokers have a rack, creating a
+topic is refused, as Kafka refuses it.
 
 Errors are Kafka's: a replication factor below 1 or above the live brokers is
 INVALID_REPLICATION_FACTOR (with Kafka's message), a partition count below 1 INVALID_PARTITIONS.
@@ -23,20 +28,86 @@ topic's replication factor), INVALID_REPLICA_ASSIGNMENT with Kafka's messages.
 from __future__ import annotations
 
 import random
-from typing import Sequence
+from typing import Mapping, Sequence
 
 from kafka_protocol.errors import InvalidPartitionsError, InvalidReplicaAssignmentError, InvalidReplicationFactorError
 
 
-def assign_replicas(brokers: Sequence[int], partitions: int, replication_factor: int, *,
+def assign_replicas(brokers: Sequence[int] | Mapping[int, str | None], partitions: int, replication_factor: int, *,
                     first_partition: int = 0, fixed_start: int = -1,
                     rng: random.Random | None = None) -> dict[int, list[int]]:
-    """Replicas per partition for partitions `first_partition .. first_partition + partitions - 1`."""
+    """Replicas per partition for partitions `first_partition .. first_partition + partitions - 1`, over `brokers`
+    (ids, or ids with their racks: rack-aware when every broker has one, an error when only some have)."""
+    racks = brokers if isinstance(brokers, Mapping) else {b: None for b in brokers}
+    with_rack = {b: r for b, r in racks.items() if r is not None}
+    if with_rack and len(with_rack) < len(racks):
+        raise InvalidReplicaAssignmentError("Not all brokers have rack information for replica rack aware "
+                                            f"assignment: brokers {sorted(set(racks) - set(with_rack))} have no "
+                                            "broker.rack.")
+    if with_rack:
+        _check_counts(partitions, replication_factor, len(with_rack))
+        return _rack_aware(with_rack, partitions, replication_factor, first_partition, fixed_start,
+                           rng or random.Random())
+    return _rack_unaware(sorted(racks), partitions, replication_factor, first_partition, fixed_start, rng)
+
+
+def _check_counts(partitions: int, replication_factor: int, brokers: int) -> None:
     if partitions <= 0:
         raise InvalidPartitionsError("Number of partitions must be larger than 0.")
     if replication_factor <= 0:
         raise InvalidReplicationFactorError("Replication factor must be larger than 0.")
-    ids = sorted(set(brokers))
+    if replication_factor > brokers:
+        raise InvalidReplicationFactorError(
+            f"Replication factor: {replication_factor} larger than available brokers: {brokers}.")
+
+
+def _rack_alternated(racks: Mapping[int, str]) -> list[int]:
+    """The brokers taken one from each rack in turn (racks sorted, brokers sorted within a rack): Kafka's
+    getRackAlternatedBrokerList."""
+    by_rack: dict[str, list[int]] = {}
+    for b, r in sorted(racks.items()):
+        by_rack.setdefault(r, []).append(b)
+    columns = [by_rack[r] for r in sorted(by_rack)]
+    return [col[i] for i in range(max(map(len, columns))) for col in columns if i < len(col)]
+
+
+def _rack_aware(racks: Mapping[int, str], partitions: int, replication_factor: int, first_partition: int,
+                fixed_start: int, rng: random.Random) -> dict[int, list[int]]:
+    """Kafka's assignReplicasToBrokersRackAware: leaders round the rack-alternated list; each further replica
+    the next broker (at a shift that grows every n partitions) on a rack without a replica yet, while there is
+    one, and on a broker without one."""
+    arranged = _rack_alternated(racks)
+    n, num_racks = len(arranged), len(set(racks.values()))
+    start = fixed_start if fixed_start >= 0 else rng.randrange(n)
+    shift = fixed_start if fixed_start >= 0 else rng.randrange(n)
+    out: dict[int, list[int]] = {}
+    for p in range(max(0, first_partition), max(0, first_partition) + partitions):
+        if p > 0 and p % n == 0:
+            shift += 1
+        first = (p + start) % n
+        leader = arranged[first]
+        replicas, used_racks, used = [leader], {racks[leader]}, {leader}
+        k = 0
+        for _ in range(replication_factor - 1):
+            while True:
+                broker = arranged[(first + 1 + (shift * num_racks + k) % (n - 1)) % n]
+                k += 1
+                rack = racks[broker]
+                if (rack not in used_racks or len(used_racks) == num_racks) and (broker not in used or len(used) == n):
+                    replicas.append(broker)
+                    used_racks.add(rack)
+                    used.add(broker)
+                    break
+        out[p] = replicas
+    return out
+
+
+def _rack_unaware(ids: list[int], partitions: int, replication_factor: int, first_partition: int,
+                  fixed_start: int, rng: random.Random | None) -> dict[int, list[int]]:
+    if partitions <= 0:
+        raise InvalidPartitionsError("Number of partitions must be larger than 0.")
+    if replication_factor <= 0:
+        raise InvalidReplicationFactorError("Replication factor must be larger than 0.")
     if replication_factor > len(ids):
         raise InvalidReplicationFactorError(
             f"Replication factor: {replication_factor} larger than available brokers: {len(ids)}.")

@@ -69,10 +69,10 @@ class ClusterNode:
                  session_timeout_ms: int, connection_timeout_ms: int | None, unclean_leader_election: bool,
                  auto_leader_rebalance: bool, leader_imbalance_check_s: int, controller_socket_timeout_ms: int,
                  on_view: Callable[[ClusterView], None], peer_security: PeerSecurity | None = None,
-                 zk_security: ZkSecurity | None = None) -> None:
+                 zk_security: ZkSecurity | None = None, rack: str | None = None) -> None:
         self.broker_id = broker_id
         self.zk = ZkClient(zk_connect, session_timeout_ms, connection_timeout_ms, zk_security)
-        self.membership = BrokerMembership(self.zk, BrokerRegistration(broker_id, host, port,
+        self.membership = BrokerMembership(self.zk, BrokerRegistration(broker_id, host, port, rack,
                                                                        listeners=listeners))
         self.watcher = ClusterWatcher(self.zk, on_view)
         self.membership.on_epoch = self.watcher.set_broker_epoch
@@ -127,6 +127,10 @@ class ClusterNode:
     def live_brokers(self) -> list[int]:
         return sorted(self.view.brokers)
 
+    def live_racks(self) -> dict[int, str | None]:
+        """Each live broker's rack (None: it has none)."""
+        return {b: reg.rack for b, reg in sorted(self.view.brokers.items())}
+
     def create_topic(self, name: str, partitions: int, replication_factor: int, config: Mapping[str, str],
                      validate_only: bool = False, assignment: dict[int, list[int]] | None = None) -> TopicAssignment:
         """A new topic: assigned as Kafka assigns, or as `assignment` says (checked as Kafka checks it)."""
@@ -137,8 +141,9 @@ class ClusterNode:
             raise InvalidReplicationFactorError(
                 f"Replication factor: {replication_factor} larger than available brokers: {len(live)}.")
         if validate_only:
-            return TopicAssignment(name, assignment or assign_replicas(live, partitions, replication_factor))
-        return create_topic(self.zk, name, partitions, replication_factor, live, config, assignment)
+            return TopicAssignment(name, assignment or assign_replicas(self.live_racks(), partitions,
+                                                                       replication_factor))
+        return create_topic(self.zk, name, partitions, replication_factor, self.live_racks(), config, assignment)
 
     def delete_topic(self, name: str) -> None:
         if name not in self.view.topics:
@@ -163,7 +168,7 @@ class ClusterNode:
         if assignments is not None:
             extra = check_new_partitions(assignments, count - old, rf, self.live_brokers(), old)
         else:
-            extra = assign_replicas(self.live_brokers(), count - old, rf, first_partition=old)
+            extra = assign_replicas(self.live_racks(), count - old, rf, first_partition=old)
         if validate_only:
             return
         partitions = {**current.partitions, **extra}
@@ -288,4 +293,5 @@ def node_settings(config: Any) -> dict[str, Any]:
         "leader_imbalance_check_s": config["leader.imbalance.check.interval.seconds"],
         "controller_socket_timeout_ms": config["controller.socket.timeout.ms"],
         "zk_security": zk_security(config),
+        "rack": config["broker.rack"],
     }

@@ -64,11 +64,11 @@ log = logging.getLogger(__name__)
 quiet_log = quiet(logging.getLogger(__name__ + ".zookeeper"))
 
 
-def create_topic(zk: ZkClient, topic: str, partitions: int, replication_factor: int, live_brokers: list[int],
-                 config: Mapping[str, str] | None = None,
+def create_topic(zk: ZkClient, topic: str, partitions: int, replication_factor: int,
+                 live_brokers: Mapping[int, str | None], config: Mapping[str, str] | None = None,
                  explicit: dict[int, list[int]] | None = None) -> TopicAssignment:
-    """Write a new topic's assignment (Kafka's rack-unaware rule, or `explicit`) and config; the controller
-    does the rest."""
+    """Write a new topic's assignment (Kafka's rule over the live brokers and their racks, or `explicit`) and
+    config; the controller does the rest."""
     replicas = explicit if explicit is not None else assign_replicas(live_brokers, partitions, replication_factor)
     assignment = TopicAssignment(topic, replicas, uuid.uuid4())
     tx = zk.kazoo.transaction()

@@ -15,6 +15,8 @@ from kio.schema.create_topics.v7.request import CreatableTopic, CreatableTopicCo
 from kio.schema.delete_groups.v2.request import DeleteGroupsRequest
 from kio.schema.delete_records.v2.request import DeleteRecordsPartition, DeleteRecordsRequest, DeleteRecordsTopic
 from kio.schema.delete_topics.v6.request import DeleteTopicsRequest, DeleteTopicState
+from kio.schema.describe_cluster.v0.request import DescribeClusterRequest as DescribeClusterRequestV0
+from kio.schema.describe_cluster.v1.request import DescribeClusterRequest
 from kio.schema.describe_configs.v4.request import DescribeConfigsRequest, DescribeConfigsResource
 from kio.schema.describe_groups.v5.request import DescribeGroupsRequest
 from kio.schema.errors import ErrorCode
@@ -100,6 +102,20 @@ def topic(pair: Pair) -> str:
 
 
 # --- topics ---------------------------------------------------------------------------------
+
+@pytest.mark.parametrize("request_", [DescribeClusterRequestV0(include_cluster_authorized_operations=True),
+                                      DescribeClusterRequest(include_cluster_authorized_operations=False,
+                                                             endpoint_type=1)], ids=["v0", "v1"])
+def test_describe_cluster(pair, request_):
+    """The brokers (one each, no rack) and the cluster; the controller's id and the cluster id differ by nature."""
+    ours, kafka = pair.same(request_, ignore={"controller_id", "cluster_id", "broker_id", "port", "throttle_time"})
+    assert ours.controller_id == ours.brokers[0].broker_id and ours.cluster_id
+
+
+def test_describe_cluster_asking_a_broker_for_the_controllers(pair):
+    pair.same(DescribeClusterRequest(include_cluster_authorized_operations=False, endpoint_type=2),
+              ignore={"cluster_id", "throttle_time"})
+
 
 def test_metadata_of_an_unknown_topic(pair):
     pair.same(MetadataRequest(topics=(MetadataRequestTopic(topic_id=None, name=_name("nope")),),
@@ -401,3 +417,66 @@ def test_an_incremental_fetch_session_answers_only_what_changed(pair, topic):
     assert stale["pylog"].error_code == stale["kafka"].error_code == ErrorCode.invalid_fetch_session_epoch
     unknown = {n: pair.send(n, _session_fetch(topic, 7, 1, {})) for n in ("pylog", "kafka")}
     assert unknown["pylog"].error_code == unknown["kafka"].error_code == ErrorCode.fetch_session_id_not_found
+
+
+def test_the_console_shows_the_same_topic_and_group_pages_on_both_brokers(brokers, coordinators_ready, tmp_path):
+    """`pylog console` reads through the Kafka protocol only: against Apache Kafka its topic page (offsets, and
+    sizes from Kafka's DescribeLogDirs), groups page and group page (committed offsets, lag) show what they show
+    against pylog, and its brokers page names Kafka's controller. Plain HTTP, no browser."""
+    import html
+    import re
+    import urllib.request
+
+    from confluent_kafka import Consumer, TopicPartition
+
+    from pylog.launch.process import ConsoleProcess
+    from tests.support.clients import create_topic, produce, unique_name
+
+    topic, group = unique_name("console"), unique_name("console-group")
+
+    def cells(page: str, table: str) -> list[dict[str, str]]:
+        """A table's rows as {its column's heading, lower case, hyphens for spaces: the cell's text}."""
+        found = re.search(rf'<table id="{table}"[^>]*>.*?<thead>(.*?)</thead>.*?<tbody>(.*?)</tbody>', page, re.S)
+        assert found, page[-500:]
+        names = [h.lower().replace(" ", "-") for h in re.findall(r"<th>(.*?)</th>", found.group(1))]
+        return [dict(zip(names, (html.unescape(re.sub(r"<[^>]+>", "", cell.split(">", 1)[1])).strip()
+                                 for cell in row.split("<td")[1:])))
+                for row in re.split(r"<tr[^>]*>", found.group(2))[1:]]
+
+    seen = {}
+    for name, server in zip(("pylog", "kafka"), brokers):
+        create_topic(server.bootstrap, topic, partitions=2)
+        for p, n in ((0, 7), (1, 3)):
+            produce(server.bootstrap, topic, [b"v%d" % i for i in range(n)], partition=p)
+        c = Consumer({"bootstrap.servers": server.bootstrap, "group.id": group, "enable.auto.commit": False})
+        try:
+            c.commit(offsets=[TopicPartition(topic, 0, 2), TopicPartition(topic, 1, 3)], asynchronous=False)
+        finally:
+            c.close()
+        console = ConsoleProcess(tmp_path / name, server.bootstrap).start()
+        try:
+            def get(path: str) -> str:
+                with urllib.request.urlopen(console.url(path), timeout=30) as r:
+                    assert r.status == 200, path
+                    return r.read().decode()
+            partitions = cells(get(f"/topics/{topic}"), "partitions")
+            groups = {r["group"]: r for r in cells(get("/groups"), "groups")}
+            lags = cells(get(f"/groups/{group}"), "lags")
+            brokers_page = get("/brokers")
+        finally:
+            assert console.stop() == 0
+        assert all(int(r["size"].split()[0]) > 0 for r in partitions), (name, partitions)
+        seen[name] = {
+            "partitions": [(r["partition"], r["log-start"], r["high-watermark"], r["messages"]) for r in partitions],
+            "group": (groups[group]["state"], groups[group]["members"], groups[group]["topics"], groups[group]["lag"]),
+            "lags": [(r["partition"], r["committed"], r["high-watermark"], r["lag"]) for r in lags],
+            "controller": re.search(r'<span id="controller-id">(\d+)</span>', brokers_page).group(1),
+        }
+    assert seen["kafka"]["controller"] == "1" and seen["pylog"]["controller"] == "0"     # each broker's node id
+    for name in seen:
+        del seen[name]["controller"]
+    assert seen["kafka"] == seen["pylog"] == {
+        "partitions": [("0", "0", "7", "7"), ("1", "0", "3", "3")],
+        "group": ("Empty", "0", topic, "5"),
+        "lags": [("0", "2", "7", "5"), ("1", "3", "3", "0")],
+    }

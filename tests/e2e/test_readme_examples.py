@@ -28,7 +28,7 @@ from pylog.launch.process import free_port
 pytestmark = [pytest.mark.slow, pytest.mark.timeout(900)]
 
 RUN_ELSEWHERE = {"make demo": "tests/e2e/test_demo.py", "make test": "CI (.ci/run)"}
-_JOB = re.compile(r"^pylog job (\w+)")
+_JOB = re.compile(r"^pylog job (?:status )?(\w+)")   # a job, or the job whose runs `status` shows
 
 
 class Reader:

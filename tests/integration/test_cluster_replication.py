@@ -26,6 +26,7 @@ from broker.cluster.zk_client import ZkClient
 from broker.cluster.zk_layout import BrokerRegistration, PartitionState
 from kafka_protocol.record_builder import Record, encode_batch
 from pylog.launch.local_cluster import LocalCluster
+from pylog.launch.process import BrokerProcess
 from pylog.launch.local_zookeeper import LocalZooKeeper
 from tests.support.clients import consume, unique_name
 from tests.support.cluster import (AckedProducer, assert_replicas_identical, create_replicated, leader,
@@ -48,10 +49,14 @@ SETTINGS = {
 }
 
 
+RACKS = {0: "zone-a", 1: "zone-b", 2: "zone-a"}   # broker.rack of each broker: replicas spread over both zones
+
+
 @pytest.fixture(scope="module")
 def cluster(zookeeper: LocalZooKeeper, tmp_path_factory: pytest.TempPathFactory) -> Iterator[LocalCluster]:
     c = LocalCluster(tmp_path_factory.mktemp("cluster"), 3, SETTINGS, zk_connect=zookeeper.connect,
-                     chroot=f"/{unique_name('replication')}")
+                     chroot=f"/{unique_name('replication')}",
+                     launcher=lambda i, data, settings: BrokerProcess(data, settings={**settings, "broker.rack": RACKS[i]}))
     try:
         c.start()
         yield c
@@ -574,3 +579,19 @@ def test_explicit_replica_assignments_are_taken_and_checked_as_kafka_checks_them
     with pytest.raises(KafkaException, match="Duplicate replica assignment found") as refused:
         admin.create_topics([NewTopic(dup, 1, replica_assignment=[[1, 1]])])[dup].result(30)
     assert refused.value.args[0].code() == KafkaError.INVALID_REPLICA_ASSIGNMENT
+
+
+def test_replicas_are_spread_over_racks_and_clients_see_each_brokers_rack(cluster: LocalCluster) -> None:
+    """broker.rack: Kafka's rack-aware assignment puts the two replicas of every partition in both zones (the
+    rack-unaware rule would pair brokers 0 and 2, both in zone-a, for some); DescribeCluster (what the admin
+    clients' describeCluster sends) and Metadata name each broker's rack."""
+    topic = unique_name("racks")
+    _create(cluster, topic, partitions=6, rf=2)
+    meta = _partition_meta(cluster, topic)
+    assert len(meta) == 6
+    for p, m in meta.items():
+        assert {RACKS[b] for b in m.replicas} == {"zone-a", "zone-b"}, (p, m.replicas)
+    admin = _admin(cluster)
+    described = admin.describe_cluster(request_timeout=15).result(20)
+    assert {n.id: n.rack for n in described.nodes} == RACKS
+    assert described.controller.id in RACKS and described.cluster_id

@@ -13,7 +13,7 @@ from broker.cluster import zk_layout
 from broker.cluster.assignment import assign_replicas
 from broker.cluster.leader_election import NO_LEADER, initial_state, next_state, offline_leader, on_brokers_changed
 from broker.cluster.zk_layout import BrokerRegistration, PartitionState, TopicAssignment, ZkDataError
-from kafka_protocol.errors import InvalidPartitionsError, InvalidReplicationFactorError
+from kafka_protocol.errors import InvalidPartitionsError, InvalidReplicaAssignmentError, InvalidReplicationFactorError
 
 
 def test_kafka_assignment_matches_kafkas_own_expected_table():
@@ -49,6 +49,34 @@ def test_assignment_errors_are_kafkas():
         assign_replicas([1, 2, 3], 1, 0)
     with pytest.raises(InvalidPartitionsError):
         assign_replicas([1, 2, 3], 0, 1)
+
+
+RACKS = {0: "rack1", 1: "rack3", 2: "rack3", 3: "rack2", 4: "rack2", 5: "rack1"}
+
+
+def test_rack_aware_assignment_matches_kafkas_own_expected_table():
+    """Kafka's AdminRackAwareTest.testGetRackAlternatedBrokerListAndAssignReplicasToBrokers."""
+    expected = {0: [0, 3, 1], 1: [3, 1, 5], 2: [1, 5, 4], 3: [5, 4, 2], 4: [4, 2, 0], 5: [2, 0, 3], 6: [0, 4, 2]}
+    assert assign_replicas(RACKS, 7, 3, fixed_start=0) == expected
+
+
+@pytest.mark.parametrize("partitions, rf", [(6, 3), (12, 2), (7, 3), (5, 6)])
+def test_rack_aware_assignment_puts_replicas_on_as_many_racks_as_it_can(partitions, rf):
+    got = assign_replicas(RACKS, partitions, rf, rng=random.Random(3))
+    for replicas in got.values():
+        assert len(set(replicas)) == rf
+        assert len({RACKS[b] for b in replicas}) == min(rf, 3)
+    leaders = Counter(r[0] for r in got.values())
+    assert max(leaders.values()) - min(leaders.get(b, 0) for b in RACKS) <= 1
+
+
+def test_a_cluster_where_only_some_brokers_have_a_rack_refuses_to_assign():
+    with pytest.raises(InvalidReplicaAssignmentError, match=r"Not all brokers have rack information.*\[2\]"):
+        assign_replicas({0: "a", 1: "b", 2: None}, 3, 2)
+    assert assign_replicas({0: None, 1: None, 2: None}, 3, 2, fixed_start=0) == \
+        assign_replicas([0, 1, 2], 3, 2, fixed_start=0)
+    with pytest.raises(InvalidReplicationFactorError):
+        assign_replicas({0: "a", 1: "b"}, 1, 3)
 
 
 def test_broker_registration_is_kafkas_version_5_and_reads_older_ones():
