@@ -50,6 +50,16 @@ def _cleanup_policy(v: Any) -> str:
     return ",".join(parts)
 
 
+REPLICA_SELECTORS = ("org.apache.kafka.common.replica.RackAwareReplicaSelector", "RackAwareReplicaSelector")
+
+
+def _replica_selector(v: Any) -> str:
+    s = str(v).strip()
+    if s not in REPLICA_SELECTORS:
+        raise ValueError(f"the one selector built in is {REPLICA_SELECTORS[0]}, got {s!r}")
+    return s
+
+
 COMPRESSION_TYPES = ("producer", "uncompressed", "gzip", "snappy", "lz4", "zstd")
 
 
@@ -217,6 +227,10 @@ CONFIG = (ConfigDef()
             "ZooKeeper's SASL service name (ZooKeeper's zookeeper.sasl.client.username).")
     .define('controller.socket.timeout.ms', 'int', _int, 30000,
             "The controller gives up waiting for a broker's answer after this long and sends the request again.")
+    .define('replica.selector.class', 'string', _replica_selector, None,
+            "Cluster mode: org.apache.kafka.common.replica.RackAwareReplicaSelector lets a consumer that names its "
+            "rack (client.rack) fetch from an in-sync follower in that rack (KIP-392); unset: consumers fetch "
+            "from leaders. Followers serve consumers' fetches (v11+) either way.")
     .define('replica.lag.time.max.ms', 'int', _int, 30000,
             'A follower that has not caught up for this long leaves the ISR.')
     .define('replica.fetch.wait.max.ms', 'int', _int, 500,

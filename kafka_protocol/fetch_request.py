@@ -34,10 +34,11 @@ class FetchPartition:
 
 
 def for_consumer(version: int, partitions: Sequence[FetchPartition], *, max_wait_ms: int, max_bytes: int,
-                 read_committed: bool) -> Any:
-    """A consumer's Fetch: replica id -1, no session."""
+                 read_committed: bool, rack_id: str = "") -> Any:
+    """A consumer's Fetch: replica id -1, no session; `rack_id` (client.rack, v11+) lets the leader name a replica
+    in the consumer's rack to fetch from instead (KIP-392)."""
     return _build(version, partitions, CONSUMER_REPLICA_ID, max_wait_ms, max_bytes, int(read_committed),
-                  NO_SESSION_ID, FULL_SESSION_EPOCH, ())
+                  NO_SESSION_ID, FULL_SESSION_EPOCH, (), rack_id)
 
 
 def for_replica(version: int, replica_id: int, partitions: Sequence[FetchPartition], *, max_wait_ms: int,
@@ -49,7 +50,8 @@ def for_replica(version: int, replica_id: int, partitions: Sequence[FetchPartiti
 
 
 def _build(version: int, partitions: Sequence[FetchPartition], replica_id: int, max_wait_ms: int, max_bytes: int,
-           isolation_level: int, session_id: int, session_epoch: int, forgotten: Iterable[TopicPartition]) -> Any:
+           isolation_level: int, session_id: int, session_epoch: int, forgotten: Iterable[TopicPartition],
+           rack_id: str = "") -> Any:
     schema = request_schema(ApiKey.FETCH, version)
     if schema is None:
         raise ValueError(f"no request schema for Fetch v{version}")
@@ -63,6 +65,6 @@ def _build(version: int, partitions: Sequence[FetchPartition], replica_id: int, 
         gone.setdefault(topic, []).append(partition)
     return build(schema, {
         "replica_id": replica_id, "max_wait": max_wait_ms, "min_bytes": 1, "max_bytes": max_bytes,
-        "isolation_level": isolation_level, "session_id": session_id, "session_epoch": session_epoch, "rack_id": "",
+        "isolation_level": isolation_level, "session_id": session_id, "session_epoch": session_epoch, "rack_id": rack_id,
         "topics": [{"topic": t, "partitions": ps} for t, ps in topics.items()],
         "forgotten_topics_data": [{"topic": t, "partitions": ps} for t, ps in gone.items()]})

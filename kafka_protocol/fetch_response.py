@@ -47,6 +47,7 @@ class PartitionData:
     records: FileRegion | bytes | None = None
     aborted_transactions_null: bool = True    # read_uncommitted: Kafka sends null, read_committed: a list
     aborted_transactions: Sequence[tuple[int, int]] = ()   # (producer id, first offset), read_committed
+    preferred_read_replica: int = -1          # KIP-392: the replica a consumer should fetch from instead (v11+)
 
 
 def _string(s: str, flexible: bool) -> bytes:
@@ -99,7 +100,7 @@ def encode_fetch_response(
                     if flexible:
                         head += b"\x00"
             if version >= 11:
-                head += _I32.pack(-1)  # preferred read replica
+                head += _I32.pack(p.preferred_read_replica)
             n = records_length(p.records)
             if flexible:
                 head += write_uvarint(n + 1)
@@ -136,6 +137,7 @@ class FetchedPartition:
     log_start_offset: int
     aborted_transactions: list[tuple[int, int]]   # (producer id, first offset), read_committed only
     records: memoryview | None
+    preferred_read_replica: int = -1              # KIP-392: fetch from this replica instead (none: -1)
 
 
 @dataclass(slots=True)
@@ -221,11 +223,11 @@ def decode_fetch_response(body: memoryview, version: int) -> FetchResponse:
                 for _ in range(max(c.array_len(_ABORTED.size), 0)):
                     aborted.append(c.unpack(_ABORTED))
                     c.tagged_fields()
-                if version >= 11:
-                    c.unpack(_I32)   # preferred read replica: we always read from the leader
+                preferred = c.unpack(_I32)[0] if version >= 11 else -1
                 records = c.records()
                 c.tagged_fields()
-                partitions.append(FetchedPartition(topic, index, error, high, stable, log_start, aborted, records))
+                partitions.append(FetchedPartition(topic, index, error, high, stable, log_start, aborted, records,
+                                                   preferred))
             c.tagged_fields()
         c.tagged_fields()
     except (struct.error, VarintError, UnicodeDecodeError) as e:

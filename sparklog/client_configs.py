@@ -38,7 +38,8 @@ def _int(params: dict[str, str], name: str, default: int) -> int:
 def native_client(opts: ReadOptions) -> ClientConfig:
     """The native client's settings (EXECUTOR_CONSUMER_DEFAULTS as defaults). Of the `kafka.*` options
     it honours client.id, request.timeout.ms, isolation.level, fetch.max.bytes,
-    max.partition.fetch.bytes and fetch.wait.max.ms; librdkafka's consumer gets all of them."""
+    max.partition.fetch.bytes, fetch.wait.max.ms and client.rack (KIP-392: fetch from a replica in the
+    executor's rack); librdkafka's consumer gets all of them."""
     p = opts.kafka_params
     d = EXECUTOR_CONSUMER_DEFAULTS
     isolation = p.get("isolation.level", str(d["isolation.level"])).strip().lower()
@@ -54,6 +55,7 @@ def native_client(opts: ReadOptions) -> ClientConfig:
         partition_max_bytes=_int(p, "max.partition.fetch.bytes", int(str(d["max.partition.fetch.bytes"]))),
         fetch_max_wait_ms=_int(p, "fetch.wait.max.ms", int(str(d["fetch.wait.max.ms"]))),
         security=opts.security or ClientSecurity(),
+        client_rack=p.get("client.rack", "").strip(),
     )
 
 

@@ -187,6 +187,8 @@ class FetchRangeReader:
             if records is not None and len(records) > 0:
                 yield from self._decode(fetched, records)
                 continue
+            if fetched.preferred_read_replica >= 0:   # a prefetch answer naming a replica in our rack: fetch there
+                continue
             limit = (fetched.last_stable_offset if self.config.read_committed and fetched.last_stable_offset >= 0
                      else fetched.high_watermark)
             if self.next_offset >= limit:        # nothing left to read below the end of the log

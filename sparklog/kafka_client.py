@@ -83,6 +83,7 @@ class ClientConfig:
     partition_max_bytes: int = 8 * 1024 * 1024
     fetch_max_wait_ms: int = 100
     security: ClientSecurity = ClientSecurity()
+    client_rack: str = ""       # client.rack: a leader may send the Fetch to a replica in this rack (KIP-392)
 
 
 @functools.lru_cache(maxsize=8)
@@ -280,6 +281,7 @@ class KafkaClient:
         self._bootstrap = parse_servers(config.bootstrap_servers)
         self._nodes: dict[int, tuple[str, int]] = {}
         self._leaders: dict[tuple[str, int], PartitionLeader] = {}
+        self._read_replicas: dict[tuple[str, int], int] = {}    # KIP-392: where a leader sent this client
         self._connections: dict[int, BrokerConnection] = {}
         self._any: Optional[BrokerConnection] = None
 
@@ -377,23 +379,48 @@ class KafkaClient:
     def forget_leader(self, topic: str, partition: int) -> None:
         """Drop what is known of a partition's leader (after NOT_LEADER and the like) and its connection."""
         old = self._leaders.pop((topic, partition), None)
+        self._read_replicas.pop((topic, partition), None)
         if old is not None and old.node_id in self._connections:
             self._connections.pop(old.node_id).close()
 
     # --- requests ------------------------------------------------------------------------------------
 
     def fetch(self, topic: str, partition: int, offset: int, max_bytes: Optional[int] = None) -> FetchedPartition:
-        """One Fetch of one partition from its leader at `offset`."""
-        conn = self.leader_connection(topic, partition)
+        """One Fetch of one partition at `offset`: from its leader, or from the replica in this client's rack the
+        leader named (KIP-392), until that replica fails to serve it (then from the leader again)."""
+        tp = (topic, partition)
+        for _ in range(3):      # leader, the replica it names, the leader again if that one cannot serve
+            replica = self._read_replicas.get(tp)
+            try:
+                fp = self._fetch_from(replica, topic, partition, offset, max_bytes)
+            except BrokerUnavailableError:
+                if replica is None:
+                    raise
+                self._read_replicas.pop(tp, None)
+                continue
+            if replica is not None and fp.error_code != 0:
+                self._read_replicas.pop(tp, None)     # not caught up, or no longer a replica: ask the leader
+                continue
+            if fp.preferred_read_replica < 0 or fp.preferred_read_replica == replica:
+                return fp
+            self._read_replicas[tp] = fp.preferred_read_replica
+        return fp
+
+    def _fetch_from(self, replica: Optional[int], topic: str, partition: int, offset: int,
+                    max_bytes: Optional[int]) -> FetchedPartition:
+        conn = self.leader_connection(topic, partition) if replica is None else self._connection(replica)
         part_bytes = max_bytes or self.config.partition_max_bytes
         request = fetch_request.for_consumer(
             conn.versions[ApiKey.FETCH], [FetchPartition(topic, partition, offset, part_bytes)],
             max_wait_ms=self.config.fetch_max_wait_ms, max_bytes=max(self.config.fetch_max_bytes, part_bytes),
-            read_committed=self.config.read_committed)
+            read_committed=self.config.read_committed, rack_id=self.config.client_rack)
         try:
             partitions = conn.fetch(request)
         except BrokerUnavailableError:
-            self.forget_leader(topic, partition)
+            if replica is None:
+                self.forget_leader(topic, partition)
+            else:
+                self._connections.pop(replica, conn).close()
             raise
         for fp in partitions:
             if fp.topic == topic and fp.index == partition:
@@ -420,7 +447,7 @@ class KafkaClient:
                 conn.versions[ApiKey.FETCH],
                 [FetchPartition(t, p, o, self.config.partition_max_bytes) for t, p, o in parts],
                 max_wait_ms=self.config.fetch_max_wait_ms, max_bytes=max_bytes,
-                read_committed=self.config.read_committed)
+                read_committed=self.config.read_committed, rack_id=self.config.client_rack)
             try:
                 answers = conn.fetch(request)
             except BrokerUnavailableError:
@@ -428,6 +455,8 @@ class KafkaClient:
                     self.forget_leader(topic, partition)
                 raise
             out.update({(fp.topic, fp.index): fp for fp in answers})
+            self._read_replicas.update({(fp.topic, fp.index): fp.preferred_read_replica for fp in answers
+                                        if fp.preferred_read_replica >= 0})
         return out
 
     def list_offset(self, topic: str, partition: int, timestamp: int) -> int:

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import asyncio
 import time
+from dataclasses import dataclass
 from typing import Any, Awaitable
 
 from broker.apis.common import error_result, field
@@ -49,11 +50,14 @@ def _refused_topics(ctx: BrokerContext, fc: FetchContext, replica_id: int) -> fr
 
 
 def _read_all(ctx: BrokerContext, fc: FetchContext, max_bytes: int, read_uncommitted: bool, replica_id: int = -1,
-              refused: frozenset[str] = frozenset()) -> tuple[list[tuple[str, list[PartitionData]]], int, bool]:
+              refused: frozenset[str] = frozenset(), client: "Consumer | None" = None
+              ) -> tuple[list[tuple[str, list[PartitionData]]], int, bool]:
     """One pass over the wanted partitions: (topics, total bytes, any error). A consumer reads below the
     high watermark; a follower (`replica_id` >= 0, cluster mode) up to the log end, and its fetch offset
-    is its position for the ISR and the high watermark."""
+    is its position for the ISR and the high watermark. In cluster mode a consumer's Fetch v11+ (`client`) may
+    be served by a follower, and a leader may send it to a follower in its rack instead (KIP-392)."""
     replication = ctx.replicas.replication if replica_id >= 0 else None
+    reader = ctx.replicas.replication if replica_id < 0 and client is not None else None
     out: list[tuple[str, list[PartitionData]]] = []
     total = 0
     any_error = False
@@ -62,10 +66,7 @@ def _read_all(ctx: BrokerContext, fc: FetchContext, max_bytes: int, read_uncommi
         if topic in refused:
             pd = PartitionData(partition, ErrorCode.topic_authorization_failed, records=b"",
                                aborted_transactions_null=read_uncommitted)
-            if out and out[-1][0] == topic:
-                out[-1][1].append(pd)
-            else:
-                out.append((topic, [pd]))
+            _add(out, topic, pd)
             continue
         try:
             if replication is not None:
@@ -73,6 +74,17 @@ def _read_all(ctx: BrokerContext, fc: FetchContext, max_bytes: int, read_uncommi
                 plog = role.log
                 replication.on_follower_fetch(role, replica_id, w.fetch_offset)
                 limit = None
+            elif reader is not None and client is not None:
+                role = reader.read_role(topic, partition, w.leader_epoch)
+                plog = role.log
+                limit = plog.high_watermark if read_uncommitted else plog.last_stable_offset
+                preferred = reader.preferred_read_replica(role, client.rack) if client.rack_aware else -1
+                if preferred >= 0:      # no records: the consumer fetches from `preferred`
+                    pd.preferred_read_replica = preferred
+                    pd.high_watermark, pd.last_stable_offset = plog.high_watermark, plog.last_stable_offset
+                    pd.log_start_offset, pd.records = plog.log_start_offset, b""
+                    _add(out, topic, pd)
+                    continue
             else:
                 plog = ctx.replicas.leader_log(topic, partition, w.leader_epoch)
                 limit = plog.high_watermark if read_uncommitted else plog.last_stable_offset
@@ -97,11 +109,23 @@ def _read_all(ctx: BrokerContext, fc: FetchContext, max_bytes: int, read_uncommi
             pd = PartitionData(partition, error_result(e)[0], records=b"",
                                aborted_transactions_null=read_uncommitted and not unknown)
             any_error = True
-        if out and out[-1][0] == topic:
-            out[-1][1].append(pd)
-        else:
-            out.append((topic, [pd]))
+        _add(out, topic, pd)
     return out, total, any_error
+
+
+def _add(out: list[tuple[str, list[PartitionData]]], topic: str, pd: PartitionData) -> None:
+    if out and out[-1][0] == topic:
+        out[-1][1].append(pd)
+    else:
+        out.append((topic, [pd]))
+
+
+@dataclass(frozen=True)
+class Consumer:
+    """A consumer's Fetch v11+ in cluster mode: its rack (client.rack), and whether this broker picks replicas."""
+
+    rack: str
+    rack_aware: bool
 
 
 def _respond(ctx: BrokerContext, req: Request, fc: FetchContext, topics: list[tuple[str, list[PartitionData]]],
@@ -136,18 +160,27 @@ def handle(ctx: BrokerContext, req: Request) -> list | Awaitable[list]:
     replica_id = field(body, "replica_id", -1) if ctx.replicas.replication is not None else -1
     refused = _refused_topics(ctx, fc, replica_id)
     keys = [tp for tp in fc.wanted if tp[0] not in refused]
-    topics, total, any_error = _read_all(ctx, fc, max_bytes, read_uncommitted, replica_id, refused)
-    if total >= min_bytes or any_error or max_wait_s <= 0 or not keys:
+    client = None
+    if ctx.replicas.replication is not None and replica_id < 0 and req.api_version >= 11:
+        client = Consumer(str(field(body, "rack_id", "") or ""), ctx.config["replica.selector.class"] is not None)
+    topics, total, any_error = _read_all(ctx, fc, max_bytes, read_uncommitted, replica_id, refused, client)
+    if total >= min_bytes or any_error or max_wait_s <= 0 or not keys or _redirected(topics):
         return _respond(ctx, req, fc, topics, replica_id >= 0)
     # registered now, in the same callback as the read: an append before the coroutine first runs
     # must wake it (else a follower, and so every acks=all produce, waits the whole max_wait)
     first = ctx.replicas.waiter(keys)
-    return _long_poll(ctx, req, fc, max_bytes, min_bytes, deadline, read_uncommitted, replica_id, first, refused)
+    return _long_poll(ctx, req, fc, max_bytes, min_bytes, deadline, read_uncommitted, replica_id, first, refused,
+                      client)
+
+
+def _redirected(topics: list[tuple[str, list[PartitionData]]]) -> bool:
+    """Whether a partition names a preferred read replica: the consumer is told at once (Kafka does not wait)."""
+    return any(pd.preferred_read_replica >= 0 for _, parts in topics for pd in parts)
 
 
 async def _long_poll(ctx: BrokerContext, req: Request, fc: FetchContext, max_bytes: int, min_bytes: int,
                      deadline: float, read_uncommitted: bool, replica_id: int, first: "asyncio.Future[None]",
-                     refused: frozenset[str] = frozenset()) -> list:
+                     refused: frozenset[str] = frozenset(), client: Consumer | None = None) -> list:
     """Wait for appends to the fetched partitions until min_bytes are there or the deadline passes."""
     keys = [tp for tp in fc.wanted if tp[0] not in refused]
     pending: "asyncio.Future[None] | None" = first
@@ -162,8 +195,8 @@ async def _long_poll(ctx: BrokerContext, req: Request, fc: FetchContext, max_byt
                 pass
             finally:
                 ctx.replicas.discard(fut, keys)
-        topics, total, any_error = _read_all(ctx, fc, max_bytes, read_uncommitted, replica_id, refused)
-        if total >= min_bytes or any_error or deadline - time.monotonic() <= 0:
+        topics, total, any_error = _read_all(ctx, fc, max_bytes, read_uncommitted, replica_id, refused, client)
+        if total >= min_bytes or any_error or deadline - time.monotonic() <= 0 or _redirected(topics):
             if pending is not None:
                 ctx.replicas.discard(pending, keys)
             return _respond(ctx, req, fc, topics, replica_id >= 0)

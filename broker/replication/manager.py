@@ -54,6 +54,7 @@ from broker.cluster.topic_registry import TopicRegistry
 from broker.log.log_manager import LogManager
 from broker.log.partition_log import PartitionLog
 from broker.replication.leader_state import LeaderState
+from broker.replication.read_replica import NO_PREFERENCE, preferred_read_replica
 from broker.replication.replica_fetcher import FetcherSettings, FollowedPartition, ReplicaFetcher
 from broker.security.inter_broker import PeerSecurity
 
@@ -328,6 +329,28 @@ class Replication:
             raise FencedLeaderEpochError(f"{topic}-{partition}: leader epoch {current_leader_epoch} is older than "
                                          f"{role.leader_epoch}")
         return role
+
+    def read_role(self, topic: str, partition: int, current_leader_epoch: int = -1) -> ReplicaRole:
+        """This broker's role for a consumer's Fetch (v11+, KIP-392): as leader, or as a follower, which serves up to
+        the high watermark its leader sent it; the epoch the consumer knows is checked against the partition's."""
+        role = self.roles.get((topic, partition))
+        if role is None or role.role != Role.FOLLOWER:
+            return self.leader_role(topic, partition, current_leader_epoch)
+        if current_leader_epoch > role.leader_epoch:
+            raise UnknownLeaderEpochError(f"{topic}-{partition}: leader epoch {current_leader_epoch} is newer than "
+                                          f"{role.leader_epoch}")
+        if 0 <= current_leader_epoch < role.leader_epoch:
+            raise FencedLeaderEpochError(f"{topic}-{partition}: leader epoch {current_leader_epoch} is older than "
+                                         f"{role.leader_epoch}")
+        return role
+
+    def preferred_read_replica(self, role: ReplicaRole, client_rack: str) -> int:
+        """KIP-392: the in-sync follower in `client_rack` a consumer should fetch from, else -1 (this leader)."""
+        if role.role != Role.LEADER or role.leader_state is None or not client_rack:
+            return NO_PREFERENCE
+        racks = {b: reg.rack for b, reg in self.view.brokers.items()}
+        return preferred_read_replica(client_rack, self.node_id, role.leader_state, racks, self.now_ms(),
+                                      self.config["replica.lag.time.max.ms"])
 
     def check_offsets_available(self, role: ReplicaRole) -> None:
         """KIP-207: a consumer's ListOffsets waits until this leader's high watermark is known to be current,

@@ -46,6 +46,7 @@ SETTINGS = {
     "replica.fetch.backoff.ms": 200,
     "auto.leader.rebalance.enable": "false",
     "metrics.port": 0,             # each broker's /metrics on a port of its own (read from its log)
+    "replica.selector.class": "org.apache.kafka.common.replica.RackAwareReplicaSelector",   # KIP-392
 }
 
 
@@ -207,14 +208,15 @@ def test_a_frozen_follower_leaves_the_isr_produce_goes_on_and_it_rejoins_after_t
     assert_replicas_identical(cluster, topic, 1)
 
 
-def _metrics(c: LocalCluster, broker_id: int) -> dict[str, float]:
-    """The unlabelled series of broker `broker_id`'s /metrics (its port is in its log)."""
+def _metrics(c: LocalCluster, broker_id: int, **labels: str) -> dict[str, float]:
+    """The series of broker `broker_id`'s /metrics (its port is in its log) with exactly `labels` (none: the
+    unlabelled ones)."""
     import re
     import urllib.request
     from prometheus_client.parser import text_string_to_metric_families
     port = re.findall(r"metrics \(Prometheus\) on http://[^:]+:(\d+)/metrics", c.broker(broker_id).log_text())[-1]
     text = urllib.request.urlopen(f"http://127.0.0.1:{port}/metrics", timeout=10).read().decode()
-    return {s.name: s.value for f in text_string_to_metric_families(text) for s in f.samples if not s.labels}
+    return {s.name: s.value for f in text_string_to_metric_families(text) for s in f.samples if s.labels == labels}
 
 
 def _produce_one(c: LocalCluster, topic: str, acks: str, timeout_s: float = 8.0) -> Any:
@@ -595,3 +597,67 @@ def test_replicas_are_spread_over_racks_and_clients_see_each_brokers_rack(cluste
     described = admin.describe_cluster(request_timeout=15).result(20)
     assert {n.id: n.rack for n in described.nodes} == RACKS
     assert described.controller.id in RACKS and described.cluster_id
+
+
+def test_a_consumer_fetches_from_an_in_sync_replica_in_its_rack(cluster: LocalCluster) -> None:
+    """KIP-392 with Kafka's RackAwareReplicaSelector: the leader answers a consumer in another rack with the id of
+    an in-sync follower in the consumer's rack, and the follower serves the records (its bytes-out count grows,
+    the leader's does not); librdkafka's consumer and the Spark source's own Fetch client (client.rack) both
+    follow it. A consumer without a rack reads from the leader."""
+    from confluent_kafka import Consumer
+    from sparklog.kafka_client import ClientConfig, KafkaClient
+    topic = unique_name("nearby")
+    _create(cluster, topic, partitions=1, rf=3)
+    wait_full_isr(cluster.bootstrap, topic, 1)
+    producer = _producer(cluster)
+    for i in range(200):
+        producer.produce(topic, value=b"r%d" % i, partition=0)
+    assert producer.flush(30) == 0
+    led_by = _leader(cluster, topic)
+    near = next(b for b in (1, 0, 2) if RACKS[b] != RACKS[led_by])     # a follower in the other zone
+
+    def bytes_out(broker: int) -> float:
+        return _metrics(cluster, broker, topic=topic).get("pylog_bytes_out_total", 0.0)
+
+    before = {b: bytes_out(b) for b in range(3)}
+    client = KafkaClient(ClientConfig(cluster.bootstrap, client_rack=RACKS[near]))
+    try:
+        offset, deadline = 0, time.monotonic() + 15
+        while offset < 200:         # a follower serves below the high watermark its leader last sent it
+            fp = client.fetch(topic, 0, offset)
+            assert fp.error_code == 0 and time.monotonic() < deadline, fp
+            if fp.records is not None and len(fp.records) > 0:
+                offset = _next_offset(bytes(fp.records))
+        assert client._read_replicas[(topic, 0)] == near
+    finally:
+        client.close()
+    consumer = Consumer({"bootstrap.servers": cluster.bootstrap, "group.id": unique_name("g"), "client.rack":
+                         RACKS[near], "auto.offset.reset": "earliest", "enable.auto.commit": False})
+    consumer.subscribe([topic])
+    got: list[bytes] = []
+    deadline = time.monotonic() + 30
+    while len(got) < 200 and time.monotonic() < deadline:
+        m = consumer.poll(0.5)
+        if m is not None and m.error() is None:
+            got.append(m.value())
+    consumer.close()
+    assert got == [b"r%d" % i for i in range(200)]
+    after = {b: bytes_out(b) for b in range(3)}
+    assert after[near] - before[near] >= 2 * 200 * 2, (before, after)    # both readers, from the follower
+    assert after[led_by] == before[led_by], (before, after)              # the leader only named the follower
+    plain = KafkaClient(ClientConfig(cluster.bootstrap))
+    try:
+        assert len(plain.fetch(topic, 0, 0).records or b"") > 0 and (topic, 0) not in plain._read_replicas
+    finally:
+        plain.close()
+    assert bytes_out(led_by) > after[led_by]
+
+
+def _next_offset(records: bytes) -> int:
+    """The offset after the last whole batch of a Fetch answer's record set."""
+    from kafka_protocol.record_batch import parse_header, whole_batches_length
+    pos, end, nxt = 0, whole_batches_length(records), -1
+    while pos < end:
+        h = parse_header(records, pos)
+        nxt, pos = h.last_offset + 1, pos + h.size
+    return nxt
