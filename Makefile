@@ -5,7 +5,8 @@ PYTHON ?= python3
 VENV := .venv
 PY := $(VENV)/bin/python
 STAMPS := .stamps
-APT_PACKAGES := kcat zookeeper default-jre-headless iproute2
+# chromium and chromium-driver: the console's browser tests (tests/e2e/test_console_browser.py)
+APT_PACKAGES := kcat zookeeper default-jre-headless iproute2 chromium chromium-driver
 SUDO := $(shell [ "$$(id -u)" = 0 ] || echo sudo)
 export PATH := $(HOME)/.cargo/bin:$(PATH)
 NATIVE_SOURCES := native/Cargo.toml native/pyproject.toml $(wildcard native/src/*.rs)

@@ -36,7 +36,8 @@ FILE_SECONDS = {"tests/e2e/test_delta_spark.py": 300, "tests/e2e/test_jobs_exact
                 "tests/e2e/test_first_contact.py": 105, "tests/integration/test_cluster_replication.py": 100,
                 "tests/e2e/test_spark_cluster.py": 55, "tests/e2e/test_spark_options.py": 50,
                 "tests/integration/test_kafka_cli_tools.py": 40, "tests/integration/test_security_clients.py": 35,
-                "tests/e2e/test_exactly_once_model.py": 30, "tests/e2e/test_spark_security.py": 30}
+                "tests/e2e/test_exactly_once_model.py": 30, "tests/e2e/test_spark_security.py": 30,
+                "tests/e2e/test_console_browser.py": 15}   # alone: 13-15 s (a broker, two consoles, chromium)
 
 
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:

@@ -3,7 +3,8 @@
 `BrokerProcess` runs `pylog broker` and keeps its data directory and port across
 `stop()`/`kill()`/`start()`, so callers can restart the same broker cleanly or after SIGKILL.
 `ServerProcess` is the launcher (start, ready when the port accepts connections, stop, kill, log);
-`free_port` and `wait_for_port` are its loopback helpers. The product uses it only for the demo
+`free_port` and `wait_for_port` are its loopback helpers. `ConsoleProcess` runs `pylog console` (the console's
+tests and benchmark). The product uses it only for the demo
 (pylog/demo.py); tests and benchmarks reuse it. Launchers of the other brokers they compare against
 (Tansu, Apache Kafka) are their own (tests/support, bench/_common.py). The broker never imports this.
 """
@@ -121,3 +122,24 @@ class BrokerProcess(ServerProcess):
         for k, v in self.settings.items():
             cmd += ["--set", f"{k}={v}"]
         return cmd
+
+
+class ConsoleProcess(ServerProcess):
+    """`pylog console` against `bootstrap` (the console's own flags in `extra`), ready when its port listens;
+    `url(path)` is a page's address."""
+
+    name = "pylog-console"
+
+    def __init__(self, workdir: Path, bootstrap: str, extra: list[str] | None = None, port: int | None = None,
+                 host: str = HOST) -> None:
+        super().__init__(workdir, port, "127.0.0.1" if host == "0.0.0.0" else host)
+        self.bind = host
+        self.bootstrap_server = bootstrap
+        self.extra = list(extra or [])
+
+    def command(self) -> list[str]:
+        return [sys.executable, "-m", "pylog", "console", "--bootstrap-server", self.bootstrap_server,
+                "--host", self.bind, "--port", str(self.port), *self.extra]
+
+    def url(self, path: str = "/") -> str:
+        return f"http://{self.host}:{self.port}{path}"

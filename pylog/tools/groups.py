@@ -25,12 +25,14 @@ from pylog.tools.text_table import print_table as _table
 from pylog.tools.client import add_connection_args, admin_client, fetch_metadata, result_or_error
 
 REQUEST_TIMEOUT_S = 15.0
+EARLIEST: OffsetSpec = OffsetSpec.earliest()   # type: ignore[no-untyped-call]  # untyped in confluent-kafka
+LATEST: OffsetSpec = OffsetSpec.latest()       # type: ignore[no-untyped-call]
 ACTIVE_STATES = {"stable", "preparingrebalance", "completingrebalance", "preparing_rebalance",
                  "completing_rebalance", "assigning", "reconciling"}
 _DURATION = re.compile(r"^P(?:(\d+)D)?(?:T(?:(\d+)H)?(?:(\d+)M)?(?:(\d+(?:\.\d+)?)S)?)?$", re.IGNORECASE)
 
 
-def register(subparsers: argparse._SubParsersAction) -> None:
+def register(subparsers: "argparse._SubParsersAction[argparse.ArgumentParser]") -> None:
     parser = subparsers.add_parser("groups", help="list, describe, reset offsets of and delete consumer groups",
                                    description="Manage consumer groups (like kafka-consumer-groups).")
     actions = parser.add_subparsers(dest="action", metavar="ACTION", required=True)
@@ -214,8 +216,8 @@ def _describe(admin: AdminClient, args: argparse.Namespace) -> int:
     owned = owners(desc)
     committed = committed_offsets(admin, args, group)
     keys = sorted(set(committed) | set(owned))
-    ends = list_offsets(admin, args, {k: OffsetSpec.latest() for k in keys})
-    stable = list_offsets(admin, args, {k: OffsetSpec.latest() for k in keys}, IsolationLevel.READ_COMMITTED)
+    ends = list_offsets(admin, args, {k: LATEST for k in keys})
+    stable = list_offsets(admin, args, {k: LATEST for k in keys}, IsolationLevel.READ_COMMITTED)
     if not desc.members:
         print(f"\nConsumer group '{group}' has no active members.\n")
     rows = []
@@ -319,8 +321,8 @@ def _reset(admin: AdminClient, args: argparse.Namespace) -> int:
     check_inactive(group, group_description(admin, args, group))
     committed = committed_offsets(admin, args, group)
     targets = reset_targets(admin, args, committed)
-    low = list_offsets(admin, args, {tp: OffsetSpec.earliest() for tp in targets})
-    high = list_offsets(admin, args, {tp: OffsetSpec.latest() for tp in targets})
+    low = list_offsets(admin, args, {tp: EARLIEST for tp in targets})
+    high = list_offsets(admin, args, {tp: LATEST for tp in targets})
     by_time: dict[tuple[str, int], int] = {}
     if args.to_datetime or args.by_duration:
         ts = parse_datetime(args.to_datetime) if args.to_datetime else \

@@ -1,10 +1,12 @@
-"""The admin calls confluent-kafka's AdminClient lacks, spoken on the wire: `pylog transactions`' back end.
+"""The admin calls confluent-kafka's AdminClient lacks, spoken on the wire: `pylog transactions`' back end,
+and the console's partition sizes.
 
 confluent-kafka 2.16 has no listTransactions, describeTransactions, describeProducers or abortTransaction
 (Kafka's Admin has them), so this module sends their requests itself: ListTransactions (to every
 broker, as Kafka's Admin does), FindCoordinator (key type transaction) then DescribeTransactions,
 DescribeProducers (to each partition's leader, or to one named broker), WriteTxnMarkers (an abort
-marker, to the partition's leader), with Metadata for the brokers and leaders that route them.
+marker, to the partition's leader), with Metadata for the brokers and leaders that route them;
+DescribeLogDirs (to every broker: the bytes of each replica on its disks, for `pylog console`).
 
 Owns: one blocking connection per broker (TLS and a SASL login as `ClientSecurity` says, with the
 shared kafka_protocol.security pieces) and its ApiVersions (the highest version both sides
@@ -53,11 +55,13 @@ SPEAKS = {
     ApiKey.DESCRIBE_TRANSACTIONS: (0, 0),
     ApiKey.DESCRIBE_PRODUCERS: (0, 0),
     ApiKey.WRITE_TXN_MARKERS: (1, 1),
+    ApiKey.DESCRIBE_LOG_DIRS: (1, 4),
 }
 API_NAMES = {
     ApiKey.METADATA: "Metadata", ApiKey.FIND_COORDINATOR: "FindCoordinator",
     ApiKey.LIST_TRANSACTIONS: "ListTransactions", ApiKey.DESCRIBE_TRANSACTIONS: "DescribeTransactions",
     ApiKey.DESCRIBE_PRODUCERS: "DescribeProducers", ApiKey.WRITE_TXN_MARKERS: "WriteTxnMarkers",
+    ApiKey.DESCRIBE_LOG_DIRS: "DescribeLogDirs",
 }
 TRANSACTION_APIS = {ApiKey.LIST_TRANSACTIONS, ApiKey.DESCRIBE_TRANSACTIONS, ApiKey.DESCRIBE_PRODUCERS,
                     ApiKey.WRITE_TXN_MARKERS}
@@ -414,6 +418,30 @@ class WireAdmin:
                                           int(s.last_sequence), int(s.last_timestamp),
                                           int(s.current_txn_start_offset))
                             for s in p.active_producers]
+        return out
+
+    # DescribeLogDirs
+    def replica_sizes(self, partitions: dict[str, list[int]] | None = None) -> dict[tuple[int, str, int], int]:
+        """Bytes each broker holds of each replica, {(broker id, topic, partition): size} over its log
+        directories (future replicas left out), for `partitions` ({topic: [partition, ...]}; None: all)."""
+        if not self.nodes:
+            self.metadata([])
+        topics = None if partitions is None else [{"topic": t, "partitions": ps} for t, ps in partitions.items()]
+        out: dict[tuple[int, str, int], int] = {}
+        for node_id in sorted(self.nodes):
+            conn = self.connection(node_id)
+            version = conn.version(ApiKey.DESCRIBE_LOG_DIRS)
+            answer = conn.call(ApiKey.DESCRIBE_LOG_DIRS, version,
+                               build(request_class(ApiKey.DESCRIBE_LOG_DIRS, version), {"topics": topics}))
+            code = _code(getattr(answer, "error_code", 0))
+            if code != 0:
+                raise CliError(f"{conn.label} refused DescribeLogDirs: {error_name(code)}")
+            for result in answer.results:
+                for t in result.topics:
+                    for p in t.partitions:
+                        if not p.is_future_key:
+                            key = (node_id, t.name, int(p.partition_index))
+                            out[key] = out.get(key, 0) + int(p.partition_size)
         return out
 
     # WriteTxnMarkers

@@ -1,5 +1,5 @@
-"""Every example in docs/CLI.md runs, in order, as a reader would copy it (README.md's run in
-tests/e2e/test_readme_examples.py).
+"""Every example in docs/CLI.md and docs/CONSOLE.md runs, in order, as a reader would copy it (README.md's run
+in tests/e2e/test_readme_examples.py).
 
 The blocks are read from the Markdown itself (tests/support/markdown_examples.py: a block with a language
 tag is an example, one without is output). The broker is a real `pylog broker` process, and the state is
@@ -8,24 +8,32 @@ without a transaction at offsets 0-6, the first record of transaction `payments-
 by a librdkafka transactional producer that stays alive for the whole test, one more plain record at
 offset 8, and group `billing` with offset 3 committed. The only change to a command is `localhost:9092`,
 which becomes the test broker's address. No Spark.
+
+docs/CONSOLE.md makes its own topic and group; each `pylog console` it starts is a server run in its own
+terminal: started in the background, waited for on its port, kept until the page's end, then stopped with
+SIGTERM (exit 0). Its ports (8080-8089) become free ones, /tmp/pylog-console.token a file of the test.
 """
 from __future__ import annotations
 
+import json
 import os
 import re
+import signal
 import subprocess
 import sys
+import urllib.request
 from pathlib import Path
 
 import pytest
 from confluent_kafka import Consumer, Producer, TopicPartition
 
-from pylog.launch.process import BrokerProcess
+from pylog.launch.process import BrokerProcess, free_port, wait_for_port
 from tests.support.clients import create_topic, produce
 from tests.support.markdown_examples import Block, commands, readme, substitute
 
 REPO = Path(__file__).resolve().parents[2]
 PAGE = REPO / "docs" / "CLI.md"
+CONSOLE_PAGE = REPO / "docs" / "CONSOLE.md"
 TIMEOUT_S = 60
 
 pytestmark = pytest.mark.timeout(300)
@@ -130,10 +138,69 @@ def test_every_cli_doc_example_runs_as_written(broker: BrokerProcess) -> None:
     payments.abort_transaction(20)      # its coordinator still had it Ongoing: it ends now, with its producer
 
 
+class ConsoleReader(Reader):
+    """docs/CONSOLE.md's reader: a `pylog console` command is a server (see the module's docstring)."""
+
+    def __init__(self, page: Path, bootstrap: str, tmp: Path) -> None:
+        super().__init__(page, bootstrap)
+        self.ports = {port: str(free_port()) for port in sorted(set(re.findall(r"\b(808\d)\b", page.read_text())))}
+        self.names.update({"/tmp/pylog-console.token": str(tmp / "console.token"), **self.ports})
+        self.servers: list[subprocess.Popen[str]] = []
+
+    def shell(self, command: str, block: Block) -> str:
+        if "pylog console" not in command:
+            return super().shell(command, block)
+        line = substitute(command, self.names)
+        port = int(re.search(r"--port (\d+)", line).group(1))          # type: ignore[union-attr]
+        server = subprocess.Popen(["bash", "-c", line.replace("pylog console", "exec pylog console", 1)], cwd=REPO,
+                                  env=self.env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+        self.servers.append(server)
+        wait_for_port(port, 30, server)
+        return ""
+
+    def url(self, page_port: str, path: str) -> str:
+        return f"http://127.0.0.1:{self.ports[page_port]}{path}"
+
+    def stop(self) -> list[int]:
+        for server in self.servers:
+            if server.poll() is None:
+                server.send_signal(signal.SIGTERM)
+        return [server.wait(30) for server in self.servers]
+
+
+def test_every_console_doc_example_runs_as_written(broker: BrokerProcess, tmp_path: Path) -> None:
+    examples = readme(CONSOLE_PAGE)
+    reader = ConsoleReader(CONSOLE_PAGE, broker.bootstrap, tmp_path)
+    try:
+        for block in examples:
+            reader.run(block)
+        assert len(reader.servers) == 4 and all(s.poll() is None for s in reader.servers)
+        # the page's claims: the topic with its 100 records, the group's lag (100 - the 40 read) in lag.json
+        with urllib.request.urlopen(reader.url("8080", "/topics"), timeout=15) as r:
+            topics = r.read().decode()
+        row = re.search(r'<tr data-topic="clicks">(.*?)\n', topics)
+        assert row and re.findall(r"<td>(\d+)", row.group(1))[:2] == ["3", "100"]        # partitions, messages
+        (lag,) = reader.output("curl -s http://127.0.0.1:8080/groups/dashboard/lag.json")
+        sample = json.loads(lag)
+        assert sample["group"] == "dashboard" and sample["interval_ms"] == 5000 and sample["points"][-1][1] == 60, sample
+        shown = re.search(r"^\{\"group\":.*$", CONSOLE_PAGE.read_text(), re.M)
+        assert shown and set(json.loads(shown.group(0))) == set(sample)         # the page's sample has its keys
+        assert [out.strip() for out in reader.output("curl -s -o")] == ["401"]
+        assert [out.strip() for out in reader.output("curl -s -H")] == ["1"]
+        with urllib.request.urlopen(reader.url("8082", "/groups/dashboard/reset"), timeout=15) as r:
+            assert 'id="reset"' in r.read().decode()
+        with urllib.request.urlopen(reader.url("8083", "/jobs"), timeout=15) as r:
+            assert 'data-job="stream_to_delta"' in r.read().decode()
+    finally:
+        codes = reader.stop()
+    assert codes == [0, 0, 0, 0], [s.stderr.read() if s.stderr else "" for s in reader.servers]
+
+
 def test_no_other_page_of_docs_has_examples_that_nothing_runs() -> None:
-    """The project's rule: every example runs. docs/CLI.md (here), docs/METRICS.md
+    """The project's rule: every example runs. docs/CLI.md and docs/CONSOLE.md (here), docs/METRICS.md
     (tests/integration/test_metrics.py) and docs/SECURITY.md (tests/e2e/test_docs_security.py) are the pages
     of docs/ with runnable blocks (a language tag); a new one needs its runner. Output samples have no
     language tag."""
     with_examples = sorted(p.name for p in (REPO / "docs").glob("*.md") if readme(p))
-    assert with_examples == ["CLI.md", "METRICS.md", "SECURITY.md"], f"docs pages with runnable blocks: {with_examples}"
+    assert with_examples == ["CLI.md", "CONSOLE.md", "METRICS.md", "SECURITY.md"], \
+        f"docs pages with runnable blocks: {with_examples}"
