@@ -110,6 +110,7 @@ class Broker:
     port: int
     leaders: int                    # partitions it leads
     replicas: int                   # replicas it holds
+    rack: str | None = None         # broker.rack (DescribeCluster), None when it has none or is unknown
 
 
 @dataclass(frozen=True)
@@ -230,9 +231,20 @@ class ClusterView:
                 leaders[pm.leader] = leaders.get(pm.leader, 0) + 1
                 for r in pm.replicas:
                     replicas[r] = replicas.get(r, 0) + 1
-        brokers = tuple(Broker(b.id, b.host or "", b.port, leaders.get(b.id, 0), replicas.get(b.id, 0))
-                        for b in sorted(md.brokers.values(), key=lambda b: b.id))
+        racks = self._racks(admin)
+        brokers = tuple(Broker(b.id, b.host or "", b.port, leaders.get(b.id, 0), replicas.get(b.id, 0),
+                               racks.get(b.id)) for b in sorted(md.brokers.values(), key=lambda b: b.id))
         return Cluster(md.cluster_id, md.controller_id, brokers)
+
+    @staticmethod
+    def _racks(admin: Any) -> dict[int, str | None]:
+        """Each broker's rack from DescribeCluster ({} when the broker does not answer it: racks left blank)."""
+        try:
+            described = admin.describe_cluster(request_timeout=REQUEST_TIMEOUT_S).result(REQUEST_TIMEOUT_S + 5)
+        except Exception as e:  # noqa: BLE001 - the page shows the brokers without racks
+            log.debug("no racks: %s", e)
+            return {}
+        return {int(n.id): n.rack for n in described.nodes}
 
     # ------------------------------------------------------------ groups
     def groups(self) -> list[GroupRow]:

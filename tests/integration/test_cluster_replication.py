@@ -661,3 +661,31 @@ def _next_offset(records: bytes) -> int:
         h = parse_header(records, pos)
         nxt, pos = h.last_offset + 1, pos + h.size
     return nxt
+
+
+def test_the_console_shows_the_clusters_brokers_racks_controller_and_isr(cluster: LocalCluster, tmp_path) -> None:
+    """`pylog console` against the three brokers (plain HTTP; the browser tests run on one broker): each broker
+    with its rack and the number of partitions it leads, the controller, and a topic's replicas and ISR."""
+    import html
+    import urllib.request
+    from pylog.launch.process import ConsoleProcess
+    topic = unique_name("seen")
+    _create(cluster, topic, partitions=3, rf=3)
+    wait_full_isr(cluster.bootstrap, topic, 3)
+    meta = _partition_meta(cluster, topic)
+    console = ConsoleProcess(tmp_path / "console", cluster.bootstrap).start()
+    try:
+        brokers = html.unescape(urllib.request.urlopen(console.url("/brokers"), timeout=20).read().decode())
+        page = html.unescape(urllib.request.urlopen(console.url(f"/topics/{topic}"), timeout=20).read().decode())
+    finally:
+        console.close()
+    controller = int(re.search(r'<span id="controller-id">(\d+)</span>', brokers).group(1))
+    assert controller in RACKS
+    for b, rack in RACKS.items():
+        row = re.search(rf'<tr data-broker="{b}">(.*?)</tr>', brokers, re.S).group(1)
+        assert f'<td class="rack">{rack}</td>' in row and ("controller" in row) == (b == controller), row
+    for p, m in meta.items():
+        row = re.search(rf'<tr data-partition="{p}"[^>]*>(.*?)(?=<tr|</tbody>)', page, re.S).group(1)
+        cell = {k: re.search(rf'<td class="{k}">([^<]*)', row).group(1) for k in ("leader", "replicas", "isr")}
+        assert cell == {"leader": str(m.leader), "replicas": ",".join(map(str, m.replicas)),
+                        "isr": ",".join(map(str, m.isrs))}, (cell, m)
