@@ -11,17 +11,15 @@ an unsupported API closes that connection only; the broker carries on.
 from __future__ import annotations
 
 import asyncio
-import base64
 import fcntl
 import logging
 import os
 import resource
 import signal
 import time
-import uuid
 from pathlib import Path
 
-from broker import dynamic_configs
+from broker import dynamic_configs, meta_properties
 from broker.apis.registry import apis
 from broker.cluster.cluster_node import ClusterNode, node_settings
 from broker.cluster.cluster_view import ClusterView
@@ -29,6 +27,7 @@ from broker.cluster.producer_ids import ProducerIdManager
 from broker.cluster.security_sync import SecuritySync
 from broker.cluster.topic_registry import TopicRegistry
 from broker.config import BrokerConfig
+from broker.meta_properties import MetaProperties
 from broker.connection import Connection
 from broker.context import BrokerContext
 from broker.security import tls_alerts
@@ -58,18 +57,6 @@ log = logging.getLogger(__name__)
 slow_log = quiet(logging.getLogger(__name__ + ".limits"))
 
 HOUSEKEEPING_TICK_S = 0.5
-
-
-def load_cluster_id(data_dir: Path, node_id: int) -> str:
-    """Read or create `<data dir>/meta.properties` (cluster.id, node.id), as Kafka does."""
-    path = data_dir / "meta.properties"
-    if path.exists():
-        for line in path.read_text().splitlines():
-            if line.startswith("cluster.id="):
-                return line.split("=", 1)[1].strip()
-    cluster_id = base64.urlsafe_b64encode(uuid.uuid4().bytes).decode().rstrip("=")
-    path.write_text(f"version=1\ncluster.id={cluster_id}\nnode.id={node_id}\n")
-    return cluster_id
 
 
 class DataDirLockedError(RuntimeError):
@@ -162,23 +149,24 @@ class BrokerServer:
             endpoint.listener = listener.with_port(server.sockets[0].getsockname()[1])
         self.listeners = [e.listener for e in self.endpoints]
         self.port = self.listeners[0].port
-        cluster_id = load_cluster_id(self.data_dir, cfg["broker.id"])
+        stored = meta_properties.read(self.data_dir, cfg["broker.id"])   # cluster mode: written once joined
         producer_ids = ProducerIdManager(self.data_dir)
         transactions = TransactionCoordinator(cfg, replicas, None)
         transactions.on_offsets_marker = groups.on_txn_marker
         if cfg["zookeeper.connect"]:
-            node = await self._join_cluster(replicas, groups, transactions)
+            node, meta = await self._join_cluster(replicas, groups, transactions, stored)
             await asyncio.to_thread(SecuritySync(node.zk, credentials,
                                                  authorizer.store if authorizer is not None else None).start)
-            cluster_id = await asyncio.to_thread(node.cluster_id, cluster_id)
             producer_ids = ProducerIdManager(self.data_dir, block_source=node.producer_id_block)
+        else:
+            meta = stored or meta_properties.load(self.data_dir, cfg["broker.id"])
         transactions.producer_ids = producer_ids
         transactions.startup()
         self.ctx = BrokerContext(
             config=cfg,
             replicas=replicas,
             producer_ids=producer_ids,
-            cluster_id=cluster_id,
+            cluster_id=meta.cluster_id,
             node_id=cfg["broker.id"],
             host=self.listeners[0].advertised_host,
             port=self.listeners[0].advertised_port,
@@ -215,8 +203,10 @@ class BrokerServer:
             endpoint.reload_tls(self.config)
 
     async def _join_cluster(self, replicas: ReplicaManager, groups: GroupService,
-                            transactions: TransactionCoordinator) -> ClusterNode:
-        """Cluster mode: register in ZooKeeper and follow the cluster view; roles arrive from the controller."""
+                            transactions: TransactionCoordinator,
+                            meta: MetaProperties | None) -> tuple[ClusterNode, MetaProperties]:
+        """Cluster mode: check the data directory belongs to the cluster (a new cluster takes its id and its
+        topics), register in ZooKeeper and follow the cluster view; roles arrive from the controller."""
         cfg = self.config
         loop = asyncio.get_running_loop()
         pending = False
@@ -246,13 +236,25 @@ class BrokerServer:
         replication.on_leadership(OFFSETS_TOPIC, groups.on_offsets_partition)
         replication.on_leadership(TRANSACTION_STATE_TOPIC, transactions.on_state_partition)
         transactions.channel = BrokerChannel(cfg["broker.id"], lambda: replication.view.brokers, self.peer_security)
-        await asyncio.to_thread(node.start)
+        await asyncio.to_thread(node.connect)
+        try:
+            proposed = meta.cluster_id if meta is not None else meta_properties.new_cluster_id()
+            zk_cluster_id, created = await asyncio.to_thread(node.cluster_id, proposed)
+            meta_properties.check_cluster(meta, zk_cluster_id, self.data_dir, cfg["zookeeper.connect"])
+            if meta is None:
+                meta = meta_properties.write(self.data_dir, zk_cluster_id, cfg["broker.id"])
+            if created:
+                await asyncio.to_thread(node.register_local_topics, list(replicas.registry))
+            await asyncio.to_thread(node.join)
+        except BaseException:
+            node.stop()
+            raise
         self.cluster = node
         replicas.attach_cluster(node, replication)
         replication.start()
         apply_view()
         log.info("broker %d registered in the cluster at %s", cfg["broker.id"], cfg["zookeeper.connect"])
-        return node
+        return node, meta
 
     async def _await_controller(self, node: ClusterNode) -> None:
         """Wait for the controller's first UpdateMetadata (client requests wait for it too, in `Connection`)."""

@@ -34,7 +34,7 @@ from broker.log.log_manager import LogManager
 from kafka_protocol.codec import encode_response
 from broker.replica_manager import ReplicaManager
 from broker.transactions.coordinator import TransactionCoordinator
-from broker.server import load_cluster_id
+from broker import meta_properties
 
 # Bounded state: a fuzzed CreateTopics may ask for thousands of partitions; small segments roll often.
 SETTINGS: dict[str, object] = {"max.broker.partitions": 64, "log.segment.bytes": 1 << 20,
@@ -91,7 +91,7 @@ class InProcessBroker:
             transactions.on_offsets_marker = groups.on_txn_marker
             transactions.startup()
             return BrokerContext(config=cfg, replicas=replicas, producer_ids=producer_ids,
-                                 cluster_id=load_cluster_id(data_dir, cfg["broker.id"]), node_id=cfg["broker.id"],
+                                 cluster_id=meta_properties.load(data_dir, cfg["broker.id"]).cluster_id, node_id=cfg["broker.id"],
                                  host="127.0.0.1", port=9092, groups=groups, transactions=transactions,
                                  fetch_sessions=FetchSessionCache(cfg["max.incremental.fetch.session.cache.slots"],
                                                                   cfg["min.incremental.fetch.session.eviction.ms"]),

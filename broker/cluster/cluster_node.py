@@ -42,6 +42,7 @@ from broker.cluster.controller_election import ControllerElection
 from broker.cluster.membership import BrokerMembership
 from broker.cluster.zk_client import ZkClient
 from broker.cluster.zk_security import ZkSecurity, zk_security
+from broker.cluster.topic_registry import TopicInfo
 from broker.cluster.zk_layout import BrokerRegistration, PartitionState, TopicAssignment
 from broker.security.inter_broker import PeerSecurity
 from kafka_protocol.controller_schemas import (
@@ -91,7 +92,15 @@ class ClusterNode:
         return self.watcher.view
 
     def start(self) -> None:
+        self.connect()
+        self.join()
+
+    def connect(self) -> None:
+        """Open the ZooKeeper session (before anything is registered: the cluster id is checked first)."""
         self.zk.start()
+
+    def join(self) -> None:
+        """Register this broker, follow the cluster and stand for controller."""
         self.zk.kazoo.ensure_path(zk_layout.CONTROLLED_SHUTDOWN)
         self.membership.register()
         self.watcher.start()
@@ -206,15 +215,42 @@ class ClusterNode:
 
     # ------------------------------------------------------------ the cluster id
 
-    def cluster_id(self, proposed: str) -> str:
-        """The cluster's id from `/cluster/id` (Kafka's JSON), created with `proposed` by the first broker."""
+    def cluster_id(self, proposed: str) -> tuple[str, bool]:
+        """The cluster's id from `/cluster/id` (Kafka's JSON), created with `proposed` by the first broker, and
+        whether this call created it."""
         kazoo = self.zk.kazoo
         try:
             kazoo.create(zk_layout.CLUSTER_ID, json.dumps({"version": "1", "id": proposed}).encode(), makepath=True)
+            return proposed, True
         except NodeExistsError:
             pass
         data, _ = kazoo.get(zk_layout.CLUSTER_ID)
-        return str(json.loads(data)["id"])
+        return str(json.loads(data)["id"]), False
+
+    def register_local_topics(self, topics: list[TopicInfo]) -> list[str]:
+        """A new cluster seeded by this broker's data: its topics (not yet in ZooKeeper) become the cluster's, with
+        their ids and configs, each partition on this broker alone; the controller then makes it their leader.
+        Their replication factor grows by reassignment once more brokers join."""
+        kazoo = self.zk.kazoo
+        registered = []
+        if topics:
+            kazoo.ensure_path(zk_layout.TOPICS)
+            kazoo.ensure_path(zk_layout.TOPIC_CONFIGS)
+        for info in topics:
+            if kazoo.exists(zk_layout.topic_path(info.name)):
+                continue
+            assignment = TopicAssignment(info.name, {p: [self.broker_id] for p in range(info.partitions)},
+                                         info.topic_id)
+            tx = kazoo.transaction()
+            if info.overrides:
+                tx.create(zk_layout.topic_config_path(info.name), zk_layout.encode_topic_config(info.overrides))
+            tx.create(zk_layout.topic_path(info.name), assignment.encode())
+            if not any(isinstance(r, Exception) for r in tx.commit()):
+                registered.append(info.name)
+        if registered:
+            log.info("broker %d seeded the new cluster with the topics on its disk: %s", self.broker_id,
+                     ", ".join(registered))
+        return registered
 
     # ------------------------------------------------------------ producer ids
 

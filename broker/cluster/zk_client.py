@@ -46,6 +46,7 @@ class ZkClient:
                                  sasl_options=self.security.sasl_options(), default_acl=self.security.default_acl())
         self._new_session_callbacks: list[Callable[[], None]] = []
         self._lost_callbacks: list[Callable[[], None]] = []
+        self._stopping = False
         self._session_id: int | None = None
         self._lock = threading.Lock()
         self.kazoo.add_listener(self._on_state)
@@ -75,6 +76,7 @@ class ZkClient:
         return self.security.acl_for(path)
 
     def stop(self) -> None:
+        self._stopping = True
         self.kazoo.stop()
         self.kazoo.close()
 
@@ -92,7 +94,8 @@ class ZkClient:
 
     def _on_state(self, state: str) -> None:
         if state == KazooState.LOST:
-            log.warning("ZooKeeper session with %s expired", self.connect)
+            if not self._stopping:      # else our own close, not an expiry
+                log.warning("ZooKeeper session with %s expired", self.connect)
             for cb in self._lost_callbacks:
                 self.kazoo.handler.spawn(cb)
         elif state == KazooState.CONNECTED:

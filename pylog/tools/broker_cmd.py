@@ -36,6 +36,7 @@ def run(args: argparse.Namespace) -> int:
     from kafka_protocol.errors import InvalidConfigError
     from broker.cluster.membership import BrokerIdInUseError
     from broker.cluster.zk_client import ZooKeeperUnavailableError
+    from broker.meta_properties import DataDirMismatchError
     from broker.server import DataDirLockedError, serve
 
     try:
@@ -45,7 +46,8 @@ def run(args: argparse.Namespace) -> int:
     keep_freed_memory()
     try:
         asyncio.run(serve(config))
-    except (DataDirLockedError, ZooKeeperUnavailableError, BrokerIdInUseError, InvalidConfigError) as e:
+    except (DataDirLockedError, DataDirMismatchError, ZooKeeperUnavailableError, BrokerIdInUseError,
+            InvalidConfigError) as e:
         raise CliError(str(e)) from None
     except OSError as e:
         where = config["listeners"] or f"{config['host.name']}:{config['port']}"

@@ -194,3 +194,58 @@ def test_sigterm_stops_a_broker_whose_zookeeper_is_gone(tmp_path: Path) -> None:
     finally:
         cluster.close()
         zk.stop()
+
+
+def test_a_single_brokers_data_seeds_a_new_cluster_and_is_refused_by_another(zk_connect: str, tmp_path: Path) -> None:
+    """Growing the embedded default into a cluster: its data directory started with zookeeper.connect to a new
+    cluster brings its topics along (same topic ids, records and committed offsets, served at once); a data
+    directory of another cluster, or of another broker id, is refused at start in one line, as Kafka refuses it."""
+    from confluent_kafka import Consumer, TopicPartition
+    from confluent_kafka.admin import AdminClient
+
+    from pylog.launch.process import BrokerProcess
+    from tests.support.clients import consume, create_topic, produce
+
+    seed = tmp_path / "seed"
+    alone = BrokerProcess(seed, settings={"group.initial.rebalance.delay.ms": 0}).start()
+    try:
+        create_topic(alone.bootstrap, "orders", partitions=2)
+        produce(alone.bootstrap, "orders", [b"o%d" % i for i in range(6)], partition=1)
+        c = Consumer({"bootstrap.servers": alone.bootstrap, "group.id": "billing", "enable.auto.commit": False})
+        c.commit(offsets=[TopicPartition("orders", 1, 4)], asynchronous=False)
+        c.close()
+        topic_id = _topic_id(alone.bootstrap, "orders")
+    finally:
+        alone.close()
+    clustered = BrokerProcess(seed, settings={"zookeeper.connect": zk_connect, "broker.id": 0,
+                                              "zookeeper.session.timeout.ms": 4000,
+                                              "group.initial.rebalance.delay.ms": 0}).start()
+    try:
+        assert [m.value() for m in consume(clustered.bootstrap, "orders", [1], 6)] == [b"o%d" % i for i in range(6)]
+        c = Consumer({"bootstrap.servers": clustered.bootstrap, "group.id": "billing", "enable.auto.commit": False})
+        assert [tp.offset for tp in c.committed([TopicPartition("orders", 1)], timeout=20)] == [4]
+        c.close()
+        meta = AdminClient({"bootstrap.servers": clustered.bootstrap}).list_topics(timeout=10).topics["orders"]
+        assert len(meta.partitions) == 2 and _topic_id(clustered.bootstrap, "orders") == topic_id
+        assert "seeded the new cluster with the topics on its disk" in clustered.log_text()
+        other = tmp_path / "other"
+        BrokerProcess(other, settings={"broker.id": 1}).start().close()          # its own cluster id
+        refused = subprocess.run([sys.executable, "-m", "pylog", "broker", "--data-dir", str(other), "--port", "0",
+                                  "--set", "broker.id=1", "--set", f"zookeeper.connect={zk_connect}"],
+                                 capture_output=True, text=True, timeout=60)
+        last = refused.stderr.strip().splitlines()[-1]
+        assert refused.returncode == 1 and last.startswith("pylog broker: error: the cluster id ") and \
+            "trying to join the wrong cluster" in last, refused.stderr
+        assert "Traceback" not in refused.stderr and " expired" not in refused.stderr, refused.stderr
+    finally:
+        clustered.close()
+    moved = subprocess.run([sys.executable, "-m", "pylog", "broker", "--data-dir", str(seed), "--port", "0",
+                            "--set", "broker.id=7"], capture_output=True, text=True, timeout=60)
+    assert moved.returncode == 1 and "doesn't match stored broker.id 0" in moved.stderr, moved.stderr
+
+
+def _topic_id(bootstrap: str, topic: str) -> str:
+    from confluent_kafka import TopicCollection
+    from confluent_kafka.admin import AdminClient
+    admin = AdminClient({"bootstrap.servers": bootstrap})
+    return str(admin.describe_topics(TopicCollection([topic]))[topic].result(15).topic_id)
