@@ -11,10 +11,11 @@ import logging
 import sys
 
 from pylog import console_cmd, job_cmd
-from pylog.tools import acls, broker_cmd, cluster_cmd, consume, groups, perf, produce, topics, transactions, users
+from pylog.tools import (acls, broker_cmd, cluster_cmd, consume, groups, partitions, perf, produce, topics, transactions,
+                         users)
 from pylog.tools.errors import CliError
 
-SUBCOMMANDS = (broker_cmd, topics, produce, consume, perf, groups, transactions, users, acls, cluster_cmd, job_cmd,
+SUBCOMMANDS = (broker_cmd, topics, partitions, produce, consume, perf, groups, transactions, users, acls, cluster_cmd, job_cmd,
                console_cmd)
 
 

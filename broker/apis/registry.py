@@ -11,7 +11,7 @@ from typing import Any, Callable
 from kafka_protocol.api_keys import ApiKey
 from broker.apis import admin_configs, admin_topics, api_versions, fetch, list_offsets, metadata, produce
 from broker.apis import (acls, client_quotas, controller_requests, groups, leader_election, leader_epochs, log_dirs,
-                         offsets, sasl, scram_users, transactions)
+                         offsets, reassignments, sasl, scram_users, transactions)
 
 
 def _api_versions(ctx: Any, req: Any) -> Any:
@@ -61,6 +61,8 @@ API_TABLE: dict[int, Api] = {
         Api(ApiKey.INCREMENTAL_ALTER_CONFIGS, 0, 1, admin_configs.handle_incremental_alter_configs),
         Api(ApiKey.OFFSET_DELETE, 0, 0, offsets.handle_offset_delete),
         Api(ApiKey.ELECT_LEADERS, 0, 2, leader_election.handle),
+        Api(ApiKey.ALTER_PARTITION_REASSIGNMENTS, 0, 0, reassignments.alter),
+        Api(ApiKey.LIST_PARTITION_REASSIGNMENTS, 0, 0, reassignments.list_),
         # transactions (KIP-98; the tools' KIP-664); WriteTxnMarkers at v1 only (kio has no v0, Kafka 4 dropped it)
         Api(ApiKey.ADD_PARTITIONS_TO_TXN, 0, 4, transactions.handle_add_partitions_to_txn),
         Api(ApiKey.ADD_OFFSETS_TO_TXN, 0, 3, transactions.handle_add_offsets_to_txn),

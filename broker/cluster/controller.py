@@ -41,6 +41,7 @@ import queue
 import threading
 import time
 import uuid
+from dataclasses import replace
 from functools import partial
 from typing import Any, Callable, Mapping
 
@@ -53,12 +54,13 @@ from broker.cluster.controller_channel import BrokerAddress, ControllerChannel
 from broker.cluster.controller_election import ControllerElection, ControllerMovedError, ControllerToken
 from broker.cluster.leader_election import initial_state, next_state
 from broker.cluster.membership import read_live_brokers
+from broker.cluster.reassignment import Move, completed_state, reassign_to, target_problem
 from broker.cluster.role_requests import ControllerStamp, PartitionInfo, leader_and_isr, stop_replica, update_metadata
 from broker.cluster.zk_client import ZkClient
 from broker.cluster.zk_layout import BrokerRegistration, PartitionState, TopicAssignment, ZkDataError
 from broker.security.inter_broker import PeerSecurity
 from kafka_protocol.quiet_logging import quiet
-from kafka_protocol.errors import ErrorCode, TopicAlreadyExistsError
+from kafka_protocol.errors import ErrorCode, NotControllerError, TopicAlreadyExistsError
 
 log = logging.getLogger(__name__)
 quiet_log = quiet(logging.getLogger(__name__ + ".zookeeper"))
@@ -256,6 +258,8 @@ class ClusterController:
                 pending.get()
             except NoNodeError:
                 pass
+        for topic, p in wanted:     # a moving partition's new replicas joined the ISR: its move may complete
+            self._maybe_complete_move(topic, p)
 
     def _on_rebalance(self, _: None) -> None:
         self._update_partitions(list(self._assignments), preferred=True)
@@ -342,6 +346,8 @@ class ClusterController:
             return
         self._assignments[topic] = assignment
         self._update_partitions([topic])
+        for p in sorted(set(assignment.adding) | set(assignment.removing)):    # moves a former controller began
+            self._maybe_complete_move(topic, p)
 
     def _on_delete(self, topics: list[str]) -> None:
         kazoo = self.zk.kazoo
@@ -466,6 +472,166 @@ class ClusterController:
                     ErrorCode.preferred_leader_not_available if not unclean else ErrorCode.eligible_leaders_not_available,
                     f"Failed to elect leader for partition {topic}-{p} under strategy {strategy}")
         return out
+
+    # ------------------------------------------------------------ reassignment (KIP-455)
+
+    def alter_reassignments(self, wanted: dict[tuple[str, int], list[int] | None]
+                            ) -> "concurrent.futures.Future[dict[tuple[str, int], tuple[ErrorCode, str | None]]]":
+        """AlterPartitionReassignments, from a request handler's thread: each partition's outcome once the
+        controller thread has started (or cancelled, target None) its move; NOT_CONTROLLER off the controller."""
+        return self._ask("reassign", wanted, {tp: (ErrorCode.not_controller, None) for tp in wanted})
+
+    def list_reassignments(self, wanted: list[tuple[str, int]] | None
+                           ) -> "concurrent.futures.Future[dict[tuple[str, int], Move]]":
+        """ListPartitionReassignments: the partitions moving now (of `wanted`, or all)."""
+        return self._ask("list_moves", wanted, None)
+
+    def _ask(self, kind: str, arg: Any, off_controller: Any) -> "concurrent.futures.Future[Any]":
+        done: "concurrent.futures.Future[Any]" = concurrent.futures.Future()
+        if self._token is None:
+            if off_controller is None:
+                done.set_exception(NotControllerError(f"broker {self.election.broker_id} is not the controller"))
+            else:
+                done.set_result(off_controller)
+        else:
+            self._events.put((kind, (arg, done)))
+        return done
+
+    def _on_reassign(self, arg: tuple[dict[tuple[str, int], list[int] | None], "concurrent.futures.Future[Any]"]
+                     ) -> None:
+        wanted, done = arg
+        try:
+            done.set_result(self._reassign(wanted))
+        except Exception as e:   # noqa: BLE001 - the request gets an answer whatever happened here
+            done.set_exception(e)
+            raise
+
+    def _on_list_moves(self, arg: tuple[list[tuple[str, int]] | None, "concurrent.futures.Future[Any]"]) -> None:
+        wanted, done = arg
+        moves = {(t, p): self._move_of(t, p) for t, a in self._assignments.items() for p in a.partitions}
+        done.set_result({tp: m for tp, m in sorted(moves.items()) if m.moving and (wanted is None or tp in wanted)})
+
+    def _move_of(self, topic: str, p: int) -> Move:
+        a = self._assignments[topic]
+        return Move(tuple(a.partitions[p]), tuple(a.adding.get(p, ())), tuple(a.removing.get(p, ())))
+
+    def _reassign(self, wanted: dict[tuple[str, int], list[int] | None]
+                  ) -> dict[tuple[str, int], tuple[ErrorCode, str | None]]:
+        out: dict[tuple[str, int], tuple[ErrorCode, str | None]] = {}
+        moves: dict[str, dict[int, Move]] = {}
+        for (topic, p), target in sorted(wanted.items(), key=lambda kv: kv[0]):
+            a = self._assignments.get(topic)
+            if a is None or p not in a.partitions:
+                out[(topic, p)] = (ErrorCode.unknown_topic_or_partition, "The partition does not exist.")
+                continue
+            move = self._move_of(topic, p)
+            if target is None and not move.moving:
+                out[(topic, p)] = (ErrorCode.no_reassignment_in_progress, None)
+                continue
+            goal = list(move.origin) if target is None else target
+            problem = target_problem(goal, move, self._live)
+            if problem is not None:
+                out[(topic, p)] = (ErrorCode.invalid_replica_assignment, problem)
+                continue
+            moves.setdefault(topic, {})[p] = reassign_to(move, goal)
+            out[(topic, p)] = (ErrorCode.none, None)
+        for topic, theirs in sorted(moves.items()):
+            self._retried(lambda: self._start_moves(topic, theirs), f"starting the moves of {topic}")
+            for p in sorted(theirs):
+                self._maybe_complete_move(topic, p)
+        return out
+
+    def _retried(self, write: Callable[[], None], what: str) -> None:
+        for attempt in range(5):
+            try:
+                write()
+                return
+            except BadVersionError:     # a leader changed an ISR between our read and our write: read again
+                log.debug("%s: a znode changed under the controller (attempt %d)", what, attempt + 1)
+        raise RuntimeError(f"gave up {what} after 5 conflicting writes")
+
+    def _start_moves(self, topic: str, moves: dict[int, Move]) -> None:
+        """Write the moving partitions' full replica sets (RS, adding, removing) and bump their leader epochs, so
+        every replica, old and new, learns the set from a LeaderAndIsr; the new ones start fetching."""
+        token = self._token
+        if token is None:
+            return
+        kazoo = self.zk.kazoo
+        data, stat = kazoo.get(zk_layout.topic_path(topic))
+        current = TopicAssignment.decode(topic, data)
+        partitions, adding, removing = dict(current.partitions), dict(current.adding), dict(current.removing)
+        dropped: dict[int, list[tuple[str, int]]] = {}
+        for p, m in moves.items():
+            for b in set(partitions.get(p, ())) - set(m.replicas):    # of a move this one replaces
+                dropped.setdefault(b, []).append((topic, p))
+            partitions[p] = list(m.replicas)
+            adding[p], removing[p] = list(m.adding), list(m.removing)
+        new = TopicAssignment(topic, partitions, current.topic_id, adding, removing)
+        states = {p: kazoo.get(zk_layout.partition_state_path(topic, p)) for p in moves}
+        bumped = {p: replace(PartitionState.decode(topic, p, d), controller_epoch=token.epoch) for p, (d, _) in
+                  states.items()}
+        bumped = {p: replace(s, leader_epoch=s.leader_epoch + 1) for p, s in bumped.items()}
+
+        def build(tx: Any) -> None:
+            tx.set_data(zk_layout.topic_path(topic), new.encode(), stat.version)
+            for p, s in bumped.items():
+                tx.set_data(zk_layout.partition_state_path(topic, p), s.encode(), states[p][1].version)
+
+        self.election.commit_fenced(token, build)
+        self._assignments[topic] = new
+        for p, m in sorted(moves.items()):
+            log.info("%s-%d: reassigning to %s (replicas %s, adding %s, removing %s)", topic, p, list(m.target),
+                     list(m.replicas), list(m.adding), list(m.removing))
+        self._publish({(topic, p): PartitionInfo(s, states[p][1].version + 1, tuple(moves[p].replicas),
+                                                 new.topic_id) for p, s in bumped.items()})
+        self._stop_replicas(dropped)
+
+    def _maybe_complete_move(self, topic: str, p: int) -> None:
+        a = self._assignments.get(topic)
+        if a is None or p not in a.partitions or not self._move_of(topic, p).moving:
+            return
+        self._retried(lambda: self._complete_move(topic, p), f"completing the move of {topic}-{p}")
+
+    def _complete_move(self, topic: str, p: int) -> None:
+        """Once every target replica is in the ISR: the target alone in the topic's znode and the partition's
+        state (leader kept if a target replica, removed replicas out of the ISR, a new leader epoch), then
+        StopReplica (delete) to the removed replicas."""
+        token = self._token
+        if token is None:
+            return
+        kazoo = self.zk.kazoo
+        move = self._move_of(topic, p)
+        data, stat = kazoo.get(zk_layout.partition_state_path(topic, p))
+        state = completed_state(move, PartitionState.decode(topic, p, data), self._live - self._shutting_down,
+                                token.epoch)
+        if state is None:
+            return
+        tdata, tstat = kazoo.get(zk_layout.topic_path(topic))
+        current = TopicAssignment.decode(topic, tdata)
+        partitions = {**current.partitions, p: list(move.target)}
+        adding = {q: r for q, r in current.adding.items() if q != p}
+        removing = {q: r for q, r in current.removing.items() if q != p}
+        new = TopicAssignment(topic, partitions, current.topic_id, adding, removing)
+
+        def build(tx: Any) -> None:
+            tx.set_data(zk_layout.topic_path(topic), new.encode(), tstat.version)
+            tx.set_data(zk_layout.partition_state_path(topic, p), state.encode(), stat.version)
+
+        self.election.commit_fenced(token, build)
+        self._assignments[topic] = new
+        log.info("%s-%d: reassignment to %s completed (leader %d, epoch %d, isr %s)", topic, p, list(move.target),
+                 state.leader, state.leader_epoch, list(state.isr))
+        self._publish({(topic, p): PartitionInfo(state, stat.version + 1, move.target, new.topic_id)})
+        self._stop_replicas({b: [(topic, p)] for b in move.removing})
+
+    def _stop_replicas(self, replicas: dict[int, list[tuple[str, int]]]) -> None:
+        """StopReplica (delete) to the live brokers no longer replicas of these partitions."""
+        stamp, channel = self._stamp(), self._channel
+        if stamp is None or channel is None:
+            return
+        for b, tps in sorted(replicas.items()):
+            if b in self._live and tps:
+                channel.send(b, partial(stop_replica, stamp, partitions=tps, delete=True))
 
     def _update_topic(self, topic: str, preferred: bool, only: set[int] | None = None,
                       unclean: bool | None = None) -> None:

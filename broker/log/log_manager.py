@@ -107,6 +107,12 @@ class LogManager:
         for key in [k for k in self._logs if k[0] == topic]:
             self._logs.pop(key).delete()
 
+    def delete_partition(self, topic: str, partition: int) -> None:
+        """Remove one partition's log, files included (a replica moved away by a reassignment)."""
+        plog = self._logs.pop((topic, partition), None)
+        if plog is not None:
+            plog.delete()
+
     def update_topic_config(self, topic: str, config: TopicConfig) -> None:
         for (t, _), plog in self._logs.items():
             if t == topic:

@@ -72,6 +72,16 @@ class LocalReplicas(Protocol):
 IsrWriter = Callable[[TopicPartition, PartitionState, int], int]
 
 
+def _epoch_checked(role: "ReplicaRole", current_leader_epoch: int) -> "ReplicaRole":
+    """`role`, when the leader epoch a client knows (-1: none) is the partition's; else Kafka's error for it."""
+    where = f"{role.topic}-{role.partition}"
+    if current_leader_epoch > role.leader_epoch:
+        raise UnknownLeaderEpochError(f"{where}: leader epoch {current_leader_epoch} is newer than {role.leader_epoch}")
+    if 0 <= current_leader_epoch < role.leader_epoch:
+        raise FencedLeaderEpochError(f"{where}: leader epoch {current_leader_epoch} is older than {role.leader_epoch}")
+    return role
+
+
 class Role(Enum):
     LEADER = "leader"
     FOLLOWER = "follower"
@@ -198,6 +208,10 @@ class Replication:
                 if self.node_id in replicas and self.replicas.logs.get(name, p) is None:
                     plog = self.replicas.logs.create(name, p, config)
                     plog.replicated = True
+                elif self.node_id not in replicas and self.replicas.logs.get(name, p) is not None:
+                    self._drop((name, p))         # moved away by a reassignment: its data is not this broker's
+                    self.replicas.logs.delete_partition(name, p)
+                    log.info("%s-%d: no longer a replica on broker %d; its log is deleted", name, p, self.node_id)
         for info in list(registry):
             if info.name in view.topics:
                 continue
@@ -322,13 +336,7 @@ class Replication:
                 raise LeaderNotAvailableError(f"{topic}-{partition} has no live leader")
             raise NotLeaderOrFollowerError(f"broker {self.node_id} is not the leader of {topic}-{partition} "
                                            f"(broker {leader} is)")
-        if current_leader_epoch > role.leader_epoch:
-            raise UnknownLeaderEpochError(f"{topic}-{partition}: leader epoch {current_leader_epoch} is newer than "
-                                          f"{role.leader_epoch}")
-        if 0 <= current_leader_epoch < role.leader_epoch:
-            raise FencedLeaderEpochError(f"{topic}-{partition}: leader epoch {current_leader_epoch} is older than "
-                                         f"{role.leader_epoch}")
-        return role
+        return _epoch_checked(role, current_leader_epoch)
 
     def read_role(self, topic: str, partition: int, current_leader_epoch: int = -1) -> ReplicaRole:
         """This broker's role for a consumer's Fetch (v11+, KIP-392): as leader, or as a follower, which serves up to
@@ -336,13 +344,7 @@ class Replication:
         role = self.roles.get((topic, partition))
         if role is None or role.role != Role.FOLLOWER:
             return self.leader_role(topic, partition, current_leader_epoch)
-        if current_leader_epoch > role.leader_epoch:
-            raise UnknownLeaderEpochError(f"{topic}-{partition}: leader epoch {current_leader_epoch} is newer than "
-                                          f"{role.leader_epoch}")
-        if 0 <= current_leader_epoch < role.leader_epoch:
-            raise FencedLeaderEpochError(f"{topic}-{partition}: leader epoch {current_leader_epoch} is older than "
-                                         f"{role.leader_epoch}")
-        return role
+        return _epoch_checked(role, current_leader_epoch)
 
     def preferred_read_replica(self, role: ReplicaRole, client_rack: str) -> int:
         """KIP-392: the in-sync follower in `client_rack` a consumer should fetch from, else -1 (this leader)."""

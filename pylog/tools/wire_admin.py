@@ -56,12 +56,16 @@ SPEAKS = {
     ApiKey.DESCRIBE_PRODUCERS: (0, 0),
     ApiKey.WRITE_TXN_MARKERS: (1, 1),
     ApiKey.DESCRIBE_LOG_DIRS: (1, 4),
+    ApiKey.ALTER_PARTITION_REASSIGNMENTS: (0, 0),
+    ApiKey.LIST_PARTITION_REASSIGNMENTS: (0, 0),
 }
 API_NAMES = {
     ApiKey.METADATA: "Metadata", ApiKey.FIND_COORDINATOR: "FindCoordinator",
     ApiKey.LIST_TRANSACTIONS: "ListTransactions", ApiKey.DESCRIBE_TRANSACTIONS: "DescribeTransactions",
     ApiKey.DESCRIBE_PRODUCERS: "DescribeProducers", ApiKey.WRITE_TXN_MARKERS: "WriteTxnMarkers",
     ApiKey.DESCRIBE_LOG_DIRS: "DescribeLogDirs",
+    ApiKey.ALTER_PARTITION_REASSIGNMENTS: "AlterPartitionReassignments",
+    ApiKey.LIST_PARTITION_REASSIGNMENTS: "ListPartitionReassignments",
 }
 TRANSACTION_APIS = {ApiKey.LIST_TRANSACTIONS, ApiKey.DESCRIBE_TRANSACTIONS, ApiKey.DESCRIBE_PRODUCERS,
                     ApiKey.WRITE_TXN_MARKERS}
@@ -89,6 +93,7 @@ class Node:
     node_id: int
     host: str
     port: int
+    rack: str | None = None
 
     @property
     def address(self) -> str:
@@ -234,6 +239,7 @@ class WireAdmin:
         self.client_id = client_id
         self.timeout_s = timeout_s
         self.nodes: dict[int, Node] = {}
+        self.controller_id = -1
         self._by_node: dict[int, Connection] = {}
         self._any: Connection | None = None
 
@@ -286,7 +292,8 @@ class WireAdmin:
             "topics": None if topics is None else [{"name": t} for t in topics],
             "allow_auto_topic_creation": False})
         answer = conn.call(ApiKey.METADATA, version, request)
-        self.nodes = {int(b.node_id): Node(int(b.node_id), b.host, int(b.port)) for b in answer.brokers}
+        self.nodes = {int(b.node_id): Node(int(b.node_id), b.host, int(b.port), b.rack) for b in answer.brokers}
+        self.controller_id = int(answer.controller_id)
         out: dict[str, list[PartitionInfo]] = {}
         for t in answer.topics:
             code = _code(t.error_code)
@@ -311,6 +318,48 @@ class WireAdmin:
             raise CliError(f"{info.topic}-{info.partition} has no leader; wait for one "
                            f"(pylog topics describe --topic {info.topic})")
         return info.leader
+
+    # AlterPartitionReassignments, ListPartitionReassignments (KIP-455): the controller's
+    def _controller_call(self, api: ApiKey, body: dict[str, Any]) -> Any:
+        """`api` on the controller; asked again once after NOT_CONTROLLER (it moved: metadata is read again)."""
+        for attempt in (1, 2):
+            self.metadata([])
+            if self.controller_id < 0:
+                raise CliError("the cluster has no controller now; try again in a moment")
+            conn = self.connection(self.controller_id)
+            version = conn.version(api)
+            answer = conn.call(api, version, build(request_class(api, version), body))
+            code = _code(answer.error_code)
+            if code == ErrorCode.not_controller and attempt == 1:
+                self._by_node.pop(self.controller_id, conn).close()
+                continue
+            if code != 0:
+                raise CliError(f"{conn.label} refused {API_NAMES[api]}: {error_name(code)}"
+                               + (f": {answer.error_message}" if answer.error_message else ""))
+            return answer
+        raise CliError(f"the controller kept moving; {API_NAMES[api]} not sent")
+
+    def alter_reassignments(self, wanted: dict[tuple[str, int], list[int] | None], timeout_ms: int = 60_000
+                            ) -> dict[tuple[str, int], tuple[int, str | None]]:
+        """Start (a replica list) or cancel (None) each partition's move: {partition: (error code, message)}."""
+        by_topic: dict[str, list[dict[str, Any]]] = {}
+        for (topic, p), replicas in sorted(wanted.items()):
+            by_topic.setdefault(topic, []).append({"partition_index": p, "replicas": replicas})
+        answer = self._controller_call(ApiKey.ALTER_PARTITION_REASSIGNMENTS, {
+            "timeout": timeout_ms, "topics": [{"name": t, "partitions": ps} for t, ps in by_topic.items()]})
+        return {(str(t.name), int(p.partition_index)): (_code(p.error_code), p.error_message)
+                for t in answer.responses for p in t.partitions}
+
+    def list_reassignments(self, topics: dict[str, list[int]] | None = None, timeout_ms: int = 60_000
+                           ) -> dict[tuple[str, int], tuple[list[int], list[int], list[int]]]:
+        """The moves in progress: {partition: (replicas, adding, removing)}."""
+        answer = self._controller_call(ApiKey.LIST_PARTITION_REASSIGNMENTS, {
+            "timeout": timeout_ms,
+            "topics": None if topics is None else [{"name": t, "partition_indexes": ps} for t, ps in topics.items()]})
+        return {(str(t.name), int(p.partition_index)): ([int(r) for r in p.replicas],
+                                                        [int(r) for r in p.adding_replicas],
+                                                        [int(r) for r in p.removing_replicas])
+                for t in answer.topics for p in t.partitions}
 
     # ListTransactions
     def list_transactions(self, states: Iterable[str] = (), producer_ids: Iterable[int] = (),

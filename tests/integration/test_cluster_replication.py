@@ -8,6 +8,9 @@ or freezes brokers brings every one of them back and waits for full ISRs before 
 from __future__ import annotations
 
 import datetime
+import signal
+import subprocess
+import sys
 import re
 import time
 from typing import Any, Iterator
@@ -167,7 +170,7 @@ def test_acked_records_survive_ten_leader_kills_exactly_once(cluster: LocalClust
     assert len(keys) == len(set(keys)), "a record was read twice"
     assert producer.acked <= set(keys), f"{len(producer.acked - set(keys))} acknowledged records were lost"
     assert len(producer.acked) == producer.sent
-    assert_replicas_identical(cluster, topic, 2)
+    assert_replicas_identical(cluster, topic, 2, brokers=(1, 2))
 
 
 def test_a_frozen_follower_leaves_the_isr_produce_goes_on_and_it_rejoins_after_thawing(cluster: LocalCluster) -> None:
@@ -689,3 +692,82 @@ def test_the_console_shows_the_clusters_brokers_racks_controller_and_isr(cluster
         cell = {k: re.search(rf'<td class="{k}">([^<]*)', row).group(1) for k in ("leader", "replicas", "isr")}
         assert cell == {"leader": str(m.leader), "replicas": ",".join(map(str, m.replicas)),
                         "isr": ",".join(map(str, m.isrs))}, (cell, m)
+
+
+def _partitions_cmd(cluster: LocalCluster, *args: str) -> subprocess.CompletedProcess[str]:
+    return subprocess.run([sys.executable, "-m", "pylog", "partitions", "reassign", "--bootstrap-server",
+                           cluster.bootstrap, *args], capture_output=True, text=True, timeout=60)
+
+
+def test_replicas_move_to_another_broker_without_losing_a_record_and_the_old_copy_goes(cluster: LocalCluster,
+                                                                                        tmp_path) -> None:
+    """`pylog partitions reassign --execute` then `--verify` (KIP-455, Kafka's JSON): broker 2 takes broker 0's
+    replicas of a topic while producers write acks=all; the new replica catches up before it joins the ISR, the
+    move completes, broker 0 deletes its copy, and every acknowledged record is there once, on both replicas."""
+    import json
+    topic = unique_name("moved")
+    admin = _admin(cluster)
+    from confluent_kafka.admin import NewTopic
+    admin.create_topics([NewTopic(topic, 2, replica_assignment=[[0, 1], [1, 0]])])[topic].result(30)
+    wait_for(lambda: all(len(m.isrs) == 2 for m in _partition_meta(cluster, topic).values()), 15, "full ISRs")
+    producer = AckedProducer(cluster.bootstrap, topic, partitions=2)
+    producer.start()
+    wait_for(lambda: producer.acked_count() >= 300, 30, "records acknowledged before the move")
+    plan = tmp_path / "move.json"
+    plan.write_text(json.dumps({"version": 1, "partitions": [{"topic": topic, "partition": 0, "replicas": [2, 1]},
+                                                             {"topic": topic, "partition": 1, "replicas": [1, 2]}]}))
+    started = _partitions_cmd(cluster, "--execute", "--reassignment-json-file", str(plan))
+    assert started.returncode == 0, started.stderr
+    rollback = json.loads(started.stdout.split("Current partition replica assignment")[1].split("Save this")[0])
+    assert {(p["partition"], tuple(p["replicas"])) for p in rollback["partitions"]} == {(0, (0, 1)), (1, (1, 0))}
+    assert f"Successfully started partition reassignments for {topic}-0,{topic}-1" in started.stdout
+
+    def verified() -> bool:
+        out = _partitions_cmd(cluster, "--verify", "--reassignment-json-file", str(plan))
+        return out.returncode == 0 and out.stdout.count("is completed.") == 2
+    wait_for(verified, 30, "both moves completed")
+    producer.finish()
+    meta = _partition_meta(cluster, topic)
+    assert [list(meta[p].replicas) for p in (0, 1)] == [[2, 1], [1, 2]]
+    wait_for(lambda: all(sorted(_partition_meta(cluster, topic)[p].isrs) == [1, 2] for p in (0, 1)), 15, "ISRs")
+    wait_for(lambda: not (cluster.broker(0).data_dir / f"{topic}-0").exists() and
+             not (cluster.broker(0).data_dir / f"{topic}-1").exists(), 15, "broker 0's copies deleted")
+    keys = [int(m.key()) for m in consume(cluster.bootstrap, topic, [0, 1], producer.sent, timeout=60)]
+    assert producer.failed == [] and len(producer.acked) == producer.sent
+    assert sorted(keys) == sorted(producer.acked), "every acknowledged record, once"
+    assert_replicas_identical(cluster, topic, 2, brokers=(1, 2))
+    assert "No partition reassignments found." in _partitions_cmd(cluster, "--list").stdout
+
+
+def test_a_move_in_progress_is_listed_and_cancelled_back_to_its_origin(cluster: LocalCluster) -> None:
+    """A move whose new replica cannot catch up (broker 2 frozen) stays in progress; ListPartitionReassignments
+    shows it with its adding replica, a cancel returns the partition to its original replicas at once, and a
+    cancel of a partition not moving is NO_REASSIGNMENT_IN_PROGRESS; bad targets get Kafka's messages."""
+    from pylog.tools.wire_admin import WireAdmin
+    topic = unique_name("cancelled")
+    admin = _admin(cluster)
+    from confluent_kafka.admin import NewTopic
+    admin.create_topics([NewTopic(topic, 1, replica_assignment=[[0, 1]])])[topic].result(30)
+    wait_for(lambda: len(_partition_meta(cluster, topic)[0].isrs) == 2, 15, "full ISR")
+    producer = _producer(cluster)
+    for i in range(100):
+        producer.produce(topic, value=b"c%d" % i, partition=0)
+    assert producer.flush(30) == 0
+    with WireAdmin(cluster.bootstrap) as wire:
+        bad = wire.alter_reassignments({(topic, 0): [0, 0], ("nope-" + topic, 0): [0, 1]})
+        assert bad[(topic, 0)] == (ErrorCode.invalid_replica_assignment,
+                                   "Duplicate replica ids in partition reassignment replica list: List(0, 0)")
+        assert bad[("nope-" + topic, 0)][0] == ErrorCode.unknown_topic_or_partition
+        assert wire.alter_reassignments({(topic, 0): None})[(topic, 0)][0] == ErrorCode.no_reassignment_in_progress
+        frozen = cluster.broker(2)
+        frozen.proc.send_signal(signal.SIGSTOP)
+        try:
+            assert wire.alter_reassignments({(topic, 0): [0, 1, 2]})[(topic, 0)] == (ErrorCode.none, None)
+            assert wire.list_reassignments()[(topic, 0)] == ([0, 1, 2], [2], [])
+            assert wire.alter_reassignments({(topic, 0): None})[(topic, 0)] == (ErrorCode.none, None)
+            wait_for(lambda: (topic, 0) not in wire.list_reassignments(), 10, "the cancel done")
+            assert list(_partition_meta(cluster, topic)[0].replicas) == [0, 1]
+        finally:
+            frozen.proc.send_signal(signal.SIGCONT)
+    wait_for(lambda: not (frozen.data_dir / f"{topic}-0").exists(), 30, "broker 2's partial copy deleted")
+    assert [m.value() for m in consume(cluster.bootstrap, topic, [0], 100)] == [b"c%d" % i for i in range(100)]

@@ -58,10 +58,11 @@ def log_bytes(c: LocalCluster, broker: int, topic: str, partition: int) -> bytes
     return b"".join(p.read_bytes() for p in sorted(d.glob("*.log")))
 
 
-def assert_replicas_identical(c: LocalCluster, topic: str, partitions: int, timeout_s: float = 30) -> None:
-    """Wait until the three replicas of each partition hold byte-identical logs."""
+def assert_replicas_identical(c: LocalCluster, topic: str, partitions: int, timeout_s: float = 30,
+                              brokers: tuple[int, ...] = (0, 1, 2)) -> None:
+    """Wait until the replicas (on `brokers`) of each partition hold byte-identical logs."""
     for p in range(partitions):
-        wait_for(lambda: len({hashlib.sha256(log_bytes(c, b, topic, p)).digest() for b in range(3)}) == 1,
+        wait_for(lambda: len({hashlib.sha256(log_bytes(c, b, topic, p)).digest() for b in brokers}) == 1,
                  timeout_s, f"byte-identical replicas of {topic}-{p}")
 
 
