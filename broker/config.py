@@ -13,6 +13,7 @@ from pathlib import Path
 from typing import Any, Callable, Iterable, Mapping
 
 from broker.config_def import ConfigDef
+from broker.replication.quota import UNLIMITED, parse_throttled_replicas
 from kafka_protocol.errors import InvalidConfigError, InvalidRequestError
 from kafka_protocol.properties import parse_assignments, read_properties
 
@@ -48,6 +49,10 @@ def _cleanup_policy(v: Any) -> str:
     if not parts or any(p not in ("delete", "compact") for p in parts):
         raise ValueError(f"expected delete, compact or compact,delete, got {v!r}")
     return ",".join(parts)
+
+
+def _throttled_replicas(v: Any) -> str:
+    return parse_throttled_replicas(str(v))
 
 
 REPLICA_SELECTORS = ("org.apache.kafka.common.replica.RackAwareReplicaSelector", "RackAwareReplicaSelector")
@@ -231,6 +236,19 @@ CONFIG = (ConfigDef()
             "Cluster mode: org.apache.kafka.common.replica.RackAwareReplicaSelector lets a consumer that names its "
             "rack (client.rack) fetch from an in-sync follower in that rack (KIP-392); unset: consumers fetch "
             "from leaders. Followers serve consumers' fetches (v11+) either way.")
+    .define('leader.replication.throttled.rate', 'int', _int, UNLIMITED,
+            "Bytes per second this broker serves, as leader, to followers of throttled replicas "
+            "(leader.replication.throttled.replicas).", at_least=0, dynamic=True)
+    .define('follower.replication.throttled.rate', 'int', _int, UNLIMITED,
+            "Bytes per second this broker fetches, as follower, for throttled replicas "
+            "(follower.replication.throttled.replicas).", at_least=0, dynamic=True)
+    .define('replica.alter.log.dirs.io.max.bytes.per.second', 'int', _int, UNLIMITED,
+            "Accepted (Kafka's tools clear it); pylog moves no replica between data directories.", at_least=0,
+            dynamic=True)
+    .define('replication.quota.window.num', 'int', _int, 11,
+            'Samples the replication throttles measure their rate over.', at_least=1)
+    .define('replication.quota.window.size.seconds', 'int', _int, 1,
+            'Length of one replication throttle sample.', at_least=1)
     .define('replica.lag.time.max.ms', 'int', _int, 30000,
             'A follower that has not caught up for this long leaves the ISR.')
     .define('replica.fetch.wait.max.ms', 'int', _int, 500,
@@ -361,10 +379,12 @@ CONFIG = (ConfigDef()
             'Accepted; no tiered storage.', at_least=-2, topic='local.retention.ms')
     .define('log.local.retention.bytes', 'int', _int, -2,
             'Accepted; no tiered storage.', at_least=-2, topic='local.retention.bytes')
-    .define_topic('follower.replication.throttled.replicas', 'string', _str, '',
-                  'Accepted; replication throttles are not implemented.')
-    .define_topic('leader.replication.throttled.replicas', 'string', _str, '',
-                  'Accepted; replication throttles are not implemented.')
+    .define_topic('follower.replication.throttled.replicas', 'string', _throttled_replicas, '',
+                  "Replicas (partition:broker,... or *) whose replication the follower throttles at "
+                  "follower.replication.throttled.rate (a reassignment's tool sets it).")
+    .define_topic('leader.replication.throttled.replicas', 'string', _throttled_replicas, '',
+                  "Replicas (partition:broker,... or *) whose replication the leader throttles at "
+                  "leader.replication.throttled.rate (a reassignment's tool sets it).")
     .define_topic('remote.storage.enable', 'boolean', _bool, False, 'Accepted; no tiered storage.')
     .define_topic('remote.log.copy.disable', 'boolean', _bool, False, 'Accepted; no tiered storage.')
     .define_topic('remote.log.delete.on.disable', 'boolean', _bool, False, 'Accepted; no tiered storage.')

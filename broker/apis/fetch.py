@@ -69,11 +69,14 @@ def _read_all(ctx: BrokerContext, fc: FetchContext, max_bytes: int, read_uncommi
             _add(out, topic, pd)
             continue
         try:
+            quota = None
             if replication is not None:
                 role = replication.leader_role(topic, partition, w.leader_epoch)
                 plog = role.log
                 replication.on_follower_fetch(role, replica_id, w.fetch_offset)
                 limit = None
+                if replica_id not in role.isr and replication.throttled("leader", topic, partition):
+                    quota = replication.leader_quota     # a reassignment's copy to a new replica, capped
             elif reader is not None and client is not None:
                 role = reader.read_role(topic, partition, w.leader_epoch)
                 plog = role.log
@@ -93,11 +96,15 @@ def _read_all(ctx: BrokerContext, fc: FetchContext, max_bytes: int, read_uncommi
             pd.log_start_offset = plog.log_start_offset
             budget = min(w.max_bytes, max_bytes - total)
             pd.records = b""
-            if budget > 0 or total == 0:
+            if quota is not None and quota.exceeded(time.monotonic()):
+                budget = -1             # over leader.replication.throttled.rate: no data for it this time
+            if budget > 0 or (total == 0 and budget == 0):
                 region = plog.read(w.fetch_offset, max(budget, 0), min_one_batch=(total == 0), max_offset=limit)
                 if region.length:
                     pd.records = region
                     total += region.length
+                    if quota is not None:
+                        quota.record(region.length, time.monotonic())
                     if not read_uncommitted:
                         upper = plog.fetch_upper_bound(region)
                         pd.aborted_transactions = [(a.producer_id, a.first_offset) for a in

@@ -54,6 +54,7 @@ from broker.cluster.topic_registry import TopicRegistry
 from broker.log.log_manager import LogManager
 from broker.log.partition_log import PartitionLog
 from broker.replication.leader_state import LeaderState
+from broker.replication.quota import ReplicationQuota, is_throttled
 from broker.replication.read_replica import NO_PREFERENCE, preferred_read_replica
 from broker.replication.replica_fetcher import FetcherSettings, FollowedPartition, ReplicaFetcher
 from broker.security.inter_broker import PeerSecurity
@@ -126,6 +127,9 @@ class Replication:
         self._leadership_listeners: dict[str, list[Callable[[int, bool], None]]] = {}
         self._seen_topics: set[str] = set()       # topics some applied view listed: leaving it means deletion
         self._strays_reported: set[str] = set()
+        windows, window_s = config["replication.quota.window.num"], config["replication.quota.window.size.seconds"]
+        self.leader_quota = ReplicationQuota(config["leader.replication.throttled.rate"], windows, window_s)
+        self.follower_quota = ReplicationQuota(config["follower.replication.throttled.rate"], windows, window_s)
         self._fetcher_settings = FetcherSettings(
             replica_id=node_id, max_wait_ms=config["replica.fetch.wait.max.ms"],
             partition_max_bytes=config["replica.fetch.max.bytes"],
@@ -310,12 +314,19 @@ class Replication:
             fetcher = None
         if fetcher is None:
             fetcher = ReplicaFetcher(role.leader_id, *address, self._fetcher_settings,
-                                     self._on_high_watermark)
+                                     self._on_high_watermark, self._follower_throttle)
             self.fetchers[role.leader_id] = fetcher
         current = fetcher.partitions.get(role.tp)
         if current is not None and current.leader_epoch == role.leader_epoch:
             return
         fetcher.add(FollowedPartition(role.topic, role.partition, role.log, role.leader_epoch))
+
+    def _follower_throttle(self, tp: TopicPartition) -> ReplicationQuota | None:
+        """The follower quota when this broker's replica of `tp` is throttled and not in sync (Kafka never holds
+        back an in-sync replica), else None."""
+        role = self.roles.get(tp)
+        in_sync = role is not None and self.node_id in role.isr
+        return self.follower_quota if not in_sync and self.throttled("follower", *tp) else None
 
     def _unfollow(self, tp: TopicPartition) -> None:
         for fetcher in self.fetchers.values():
@@ -337,6 +348,14 @@ class Replication:
             raise NotLeaderOrFollowerError(f"broker {self.node_id} is not the leader of {topic}-{partition} "
                                            f"(broker {leader} is)")
         return _epoch_checked(role, current_leader_epoch)
+
+    def throttled(self, side: str, topic: str, partition: int) -> bool:
+        """Whether this broker's replica of the partition is throttled on `side` ("leader" or "follower"), as the
+        topic's *.replication.throttled.replicas say; the quota's rate is read again (a dynamic setting)."""
+        quota = self.leader_quota if side == "leader" else self.follower_quota
+        quota.rate = self.config[f"{side}.replication.throttled.rate"]
+        value = self.replicas.registry.config_of(topic).value_of(f"{side}.replication.throttled.replicas")
+        return is_throttled(value, partition, self.node_id)
 
     def read_role(self, topic: str, partition: int, current_leader_epoch: int = -1) -> ReplicaRole:
         """This broker's role for a consumer's Fetch (v11+, KIP-392): as leader, or as a follower, which serves up to

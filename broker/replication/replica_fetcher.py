@@ -27,6 +27,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import time
 from dataclasses import dataclass, field
 from typing import Callable
 
@@ -40,6 +41,7 @@ from kafka_protocol.fetch_request import FetchPartition
 from kafka_protocol.fetch_response import FetchResponseError, decode_fetch_response
 from kafka_protocol.quiet_logging import quiet
 from broker.replication.peer_connection import PeerConnection, PeerUnavailableError
+from broker.replication.quota import ReplicationQuota
 from broker.security.inter_broker import PeerSecurity
 
 log = logging.getLogger(__name__)
@@ -47,6 +49,7 @@ quiet_log = quiet(logging.getLogger(__name__ + ".repeats"))
 
 FETCH_VERSION, OFFSET_FOR_LEADER_EPOCH_VERSION, LIST_OFFSETS_VERSION = 12, 4, 7
 RETRY_SOON_S = 0.05
+THROTTLE_RECHECK_S = 0.1      # a throttled partition over its quota is looked at again after this
 
 
 @dataclass(eq=False)
@@ -115,8 +118,10 @@ class FetchSessionState:
 
 class ReplicaFetcher:
     def __init__(self, leader_id: int, host: str, port: int, settings: FetcherSettings,
-                 on_high_watermark: Callable[[TopicPartition], None]) -> None:
+                 on_high_watermark: Callable[[TopicPartition], None],
+                 throttle: Callable[[TopicPartition], ReplicationQuota | None] = lambda _tp: None) -> None:
         self.leader_id = leader_id
+        self._throttle = throttle       # a throttled partition's quota (follower.replication.throttled.*)
         self.settings = settings
         self.conn = PeerConnection(host, port, f"replica-fetcher-{settings.replica_id}-from-{leader_id}",
                                    settings.security)
@@ -234,6 +239,14 @@ class ReplicaFetcher:
 
     async def _fetch(self, ready: list[FollowedPartition]) -> None:
         s = self.settings
+        now = time.monotonic()
+        held = [fp for fp in ready if (q := self._throttle(fp.tp)) is not None and q.exceeded(now)]
+        if held:        # throttled replicas over their quota: not fetched until the rate falls
+            ready = [fp for fp in ready if fp not in held]
+            for h in held:
+                h.fenced_until = asyncio.get_running_loop().time() + THROTTLE_RECHECK_S
+            if not ready:
+                return
         wanted = {fp.tp: (fp.log.log_end_offset, fp.leader_epoch, fp.log.log_start_offset, s.partition_max_bytes)
                   for fp in ready}
         session_id, epoch, changed, forgotten = self.session.next_request(wanted)
@@ -267,6 +280,9 @@ class ReplicaFetcher:
                 continue
             code = part.error_code
             if code == ErrorCode.none:
+                quota = self._throttle(fp.tp)
+                if quota is not None and part.records is not None:
+                    quota.record(len(part.records), time.monotonic())
                 self._apply(fp, part.records, part.high_watermark, part.log_start_offset)
             elif code == ErrorCode.offset_out_of_range:
                 await self._out_of_range(fp)

@@ -771,3 +771,53 @@ def test_a_move_in_progress_is_listed_and_cancelled_back_to_its_origin(cluster: 
             frozen.proc.send_signal(signal.SIGCONT)
     wait_for(lambda: not (frozen.data_dir / f"{topic}-0").exists(), 30, "broker 2's partial copy deleted")
     assert [m.value() for m in consume(cluster.bootstrap, topic, [0], 100)] == [b"c%d" % i for i in range(100)]
+
+
+def test_kafkas_reassign_tool_moves_a_throttled_partition_and_clears_its_throttles(cluster: LocalCluster,
+                                                                                  tmp_path) -> None:
+    """kafka-reassign-partitions from Kafka 3.9's jars, unchanged: --execute --throttle sets the brokers' rates and
+    the topic's throttled replicas (KIP-73), the copy of ~1 MB to broker 2 runs at the throttle's pace, --verify
+    reports the move completed and clears every throttle; then kafka-leader-election gives leadership back to the
+    preferred replica."""
+    import json
+    from confluent_kafka.admin import ConfigResource, NewTopic
+    from tests.support.kafka_tools import run_tool
+    topic = unique_name("throttled")
+    admin = _admin(cluster)
+    admin.create_topics([NewTopic(topic, 1, replica_assignment=[[0, 1]])])[topic].result(30)
+    wait_for(lambda: len(_partition_meta(cluster, topic)[0].isrs) == 2, 15, "full ISR")
+    producer = _producer(cluster, **{"linger.ms": 20, "batch.size": 65536})
+    for i in range(1000):
+        producer.produce(topic, value=b"%04d" % i + b"t" * 1020, partition=0)
+    assert producer.flush(30) == 0
+    plan = tmp_path / "move.json"
+    plan.write_text(json.dumps({"version": 1, "partitions": [{"topic": topic, "partition": 0, "replicas": [2, 0],
+                                                             "log_dirs": ["any", "any"]}]}))
+    bs = ["--bootstrap-server", cluster.bootstrap, "--reassignment-json-file", str(plan)]
+    started = time.monotonic()
+    execute = run_tool("kafka-reassign-partitions", *bs, "--execute", "--throttle", "300000")
+    assert execute.returncode == 0 and "Successfully started partition reassignment" in execute.stdout, \
+        execute.stdout + execute.stderr
+    described = admin.describe_configs([ConfigResource("TOPIC", topic)])
+    topic_configs = list(described.values())[0].result(15)
+    assert topic_configs["leader.replication.throttled.replicas"].value == "0:0,0:1"
+    assert topic_configs["follower.replication.throttled.replicas"].value == "0:2"
+
+    def done() -> str | None:
+        out = run_tool("kafka-reassign-partitions", *bs, "--verify")
+        return out.stdout if "is completed" in out.stdout else None
+    verified = wait_for(done, 60, "the throttled move completed")
+    took = time.monotonic() - started
+    assert took >= 2.0, f"1 MB at 300 kB/s took {took:.1f} s"        # the throttle held the copy back
+    assert "Clearing broker-level throttles" in verified and "Clearing topic-level throttles" in verified
+    topic_configs = list(admin.describe_configs([ConfigResource("TOPIC", topic)]).values())[0].result(15)
+    assert topic_configs["leader.replication.throttled.replicas"].value == ""
+    assert list(_partition_meta(cluster, topic)[0].replicas) == [2, 0]
+    assert [m.value()[:4] for m in consume(cluster.bootstrap, topic, [0], 1000)] == [b"%04d" % i for i in range(1000)]
+    wait_for(lambda: 2 in _partition_meta(cluster, topic)[0].isrs and 0 in _partition_meta(cluster, topic)[0].isrs,
+             15, "both replicas in sync")
+    if _leader(cluster, topic) != 2:
+        elected = run_tool("kafka-leader-election", "--bootstrap-server", cluster.bootstrap, "--election-type",
+                           "preferred", "--topic", topic, "--partition", "0")
+        assert elected.returncode == 0, elected.stdout + elected.stderr
+    wait_for(lambda: _leader(cluster, topic) == 2, 15, "the preferred leader")

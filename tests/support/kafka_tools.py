@@ -35,6 +35,8 @@ TOOLS = {
     "kafka-console-consumer": "org.apache.kafka.tools.consumer.ConsoleConsumer",
     "kafka-producer-perf-test": "org.apache.kafka.tools.ProducerPerformance",
     "kafka-get-offsets": "org.apache.kafka.tools.GetOffsetShell",
+    "kafka-reassign-partitions": "org.apache.kafka.tools.reassign.ReassignPartitionsCommand",
+    "kafka-leader-election": "org.apache.kafka.tools.LeaderElectionCommand",
 }
 
 _LOG4J = (
