@@ -7,7 +7,9 @@ end offsets. What the table cannot hold is a run that committed nothing: one tha
 nothing new. So each run also appends two rows to a small Delta table of its own, `<table>/_pylog_runs` (Delta
 and VACUUM, delta-rs' and delta-spark's, skip directories whose names start with `_`): a `started` row when it
 begins and an `ended` row with the outcome, the run's commits summed from the table's history, and the error's
-one line. A run killed with SIGKILL leaves only its `started` row; `pylog job status` then shows what it
+one line. A run refused before it did any work (a bad setting, an offset beyond the log) writes nothing where
+no table is yet: its `started` row waits until the job has planned its work (`plan`, `begin`) or the table
+exists. A run killed with SIGKILL leaves only its `started` row; `pylog job status` then shows what it
 committed before it died (from the table's history) and whether its process is still alive.
 stream_to_topic writes no Delta table: its runs go to `<sink.checkpoint.location>/_pylog_runs`.
 
@@ -23,6 +25,7 @@ import socket
 import time
 import uuid
 from contextlib import contextmanager
+from pathlib import Path
 from dataclasses import dataclass, field
 from typing import Any, Iterator, Mapping
 
@@ -135,10 +138,20 @@ class JobRun:
         self.started_at = time.time()
         self.planned: tuple[PartitionOffsets, PartitionOffsets] | None = None
         self.streamed = RunCommits()     # what a stream without Delta commits (stream_to_topic) reports per batch
+        self._started_written = False
+        self._started_row: dict[str, Any] | None = None
 
     def plan(self, starts: PartitionOffsets, ends: PartitionOffsets) -> None:
-        """The offsets a batch run means to load: recorded when it commits nothing (a failure, nothing new)."""
+        """The offsets a batch run means to load (recorded when it commits nothing: a failure, nothing new); the
+        run's work begins."""
         self.planned = (dict(starts), dict(ends))
+        self.begin()
+
+    def begin(self) -> None:
+        """The run has checked its settings and starts its work: its `started` row is written now if not yet."""
+        if not self._started_written:
+            self._started_written = True
+            self._append(self._started_row or self._row("started"))     # with the time the run began
 
     def batch(self, rows: int, starts: PartitionOffsets, ends: PartitionOffsets, lag: int | None = None,
               version: int | None = None) -> None:
@@ -182,7 +195,10 @@ class JobRun:
             log.warning("could not record run %s of job %s in %s: %s", self.run_id, self.job, path, e)
 
     def start(self) -> None:
-        self._append(self._row("started"))
+        """The run begins: recorded at once beside an existing table, else when its work begins (`begin`)."""
+        self._started_row = self._row("started")
+        if _exists(self.table):
+            self.begin()
 
     def end(self, outcome: str, message: str | None = None) -> RunCommits:
         try:
@@ -194,6 +210,10 @@ class JobRun:
             commits = self.streamed
         if outcome == NOTHING_NEW and commits.batches:
             outcome = COMMITTED
+        if not self._started_written:
+            if not _exists(self.table):
+                return commits           # refused before any work, and no table: nothing to write beside
+            self.begin()
         self._append(self._row("ended", outcome, message, commits))
         if self.metrics is not None:
             if not self.streamed.batches and commits.batches:    # a batch job: its commits, once at its end
@@ -203,6 +223,11 @@ class JobRun:
                 self.metrics.last_batch.set(time.time())
             self.metrics.end(outcome)
         return commits
+
+
+def _exists(table: str) -> bool:
+    """Whether the table's location holds anything yet (object stores: assumed, the job says otherwise)."""
+    return "://" in table or Path(table).exists()
 
 
 def _compact(path: str) -> None:

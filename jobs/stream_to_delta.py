@@ -157,6 +157,7 @@ def _stream(cfg: JobConfig, record: JobRun) -> int:
     check_keys(cfg, choice, probe)
     add_raw_columns(cfg, table)
     plan = plan_generation(cfg, base, table, app_id, arrow_schema(table_columns(probe).schema), partition_by)
+    record.begin()
     log.info("app %s generation %d, checkpoint %s, starting offsets %s", app_id, plan.generation, plan.checkpoint,
              plan.starting_offsets or "from the checkpoint")
     reader = spark.readStream.format("pylog").options(**options)

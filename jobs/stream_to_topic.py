@@ -82,6 +82,7 @@ def _stream(cfg: JobConfig, record: JobRun) -> int:
         raise JobConfigError(f"job {cfg.name}: set 'sink.topic', or let transform.sql give a topic column")
     log.info("%s -> %s (%s), checkpoint %s", cfg.get("source.topics"), sink.get("topic", "the topic column"),
              sink["deliveryGuarantee"], checkpoint)
+    record.begin()
     query = (rows.writeStream.format("pylog").options(**sink).option("checkpointLocation", checkpoint)
              .trigger(**cfg.trigger()).start())
     return supervise(query, _Report(record))

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import hashlib
 import logging
+import time
 from dataclasses import dataclass, field
 from pathlib import Path
 from urllib.parse import urlencode
@@ -27,6 +28,7 @@ from pylog.console.lag_history import LagHistory
 log = logging.getLogger(__name__)
 
 STATIC_MAX_AGE_S = 3600
+FRESH_MS = 1000     # lag.json samples the group itself when its last point is older than this
 
 
 @dataclass(frozen=True)
@@ -181,8 +183,11 @@ def _group_pages(app: Flask, settings: ConsoleSettings, cluster: ClusterView, hi
     @app.get("/groups/<path:group>/lag.json")
     def group_lag(group: str) -> Response:
         points = history.points(group)
-        if not points and group not in history.groups():
-            cluster.group(group)            # a 404 for a group that does not exist; else no sample yet
+        now_ms = int(time.time() * 1000)
+        if not points or now_ms - points[-1][0] >= FRESH_MS:   # the chart's last point is the lag now
+            row = cluster.group(group)      # a 404 for a group that does not exist
+            history.record(now_ms, {group: row.total_lag})
+            points = history.points(group)
         return jsonify({"group": group, "interval_ms": int(settings.lag_interval_s * 1000),
                         "points": [[at, lag] for at, lag in points]})
 

@@ -130,7 +130,7 @@ def maintain_with_delta_spark(spark: Any, path: Path, manual_rows: int = 0) -> N
     assert optimized["numFilesRemoved"] >= 1
     spark.sql(f"VACUUM delta.`{path}` RETAIN 0 HOURS").collect()
     live = {f.split("/")[-1] for f in spark.read.format("delta").load(str(path)).inputFiles()}
-    on_disk = {f.name for f in path.rglob("*.parquet") if "_delta_log" not in f.parts}
+    on_disk = {f.name for f in path.rglob("*.parquet") if not {"_delta_log", "_pylog_runs"} & set(f.parts)}
     assert on_disk == live, "VACUUM left only the files of the current version"
     checkpoint(spark, path)
     clean_up_log(spark, path)
@@ -495,8 +495,12 @@ def test_maintain_job_compacts_vacuums_checkpoints_and_reports_unchanged_offsets
     cp = report["after"]["version"]
     assert (table / "_delta_log" / f"{cp:020d}.checkpoint.parquet").exists()
     assert len(_keys(delta, table)) == rows
-    on_disk = {f.name for f in table.rglob("*.parquet") if "_delta_log" not in f.parts}
+    on_disk = {f.name for f in table.rglob("*.parquet") if not {"_delta_log", "_pylog_runs"} & set(f.parts)}
     assert len(on_disk) == 1, "VACUUM RETAIN 0 HOURS left only the compacted file"
+    from jobs.run_history import read_runs          # the runs recorded beside the table survive its VACUUM
+    runs = read_runs(str(table), last=50)
+    assert runs[0].job == "maintain" and runs[0].outcome == "done", runs[0]
+    assert len(runs) == 1 and runs[0].ended is not None   # its started row, written before the VACUUM, is there
 
 
 def test_maintain_vacuum_keeps_the_retention_asked_for_or_the_tables_own(delta, tmp_path):

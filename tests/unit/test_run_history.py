@@ -65,6 +65,8 @@ def test_a_run_without_an_end_is_running_while_its_process_lives_and_died_after(
     try:
         run = JobRun("stream_to_delta", "app", str(table))
         run.start()
+        assert not table.exists()               # no table yet: recorded when the work begins
+        run.begin()
         _commit(table, run.run_id, {("t", 0): 0}, {("t", 0): 7}, 7)
         # the started row names this process; rewrite it as the child's to watch it die
         runs = DeltaTable(runs_path(str(table))).to_pyarrow_dataset().to_table(use_threads=False)
@@ -77,3 +79,13 @@ def test_a_run_without_an_end_is_running_while_its_process_lives_and_died_after(
     [died] = read_runs(str(table))
     assert died.outcome == "died" and died.ended is None and "committed 1 batch" in died.message
     assert (died.rows, died.offsets, died.last_version) == (7, 7, 0)
+
+
+def test_a_run_refused_before_any_work_writes_nothing_where_no_table_is(tmp_path):
+    cfg = JobConfig("reprocess", {"sink.table.path": str(tmp_path / "t"), "reprocess.target.path": str(tmp_path / "new")})
+    try:
+        with recorded(cfg, "app"):
+            raise ValueError("offsets beyond the log")
+    except ValueError:
+        pass
+    assert not (tmp_path / "new").exists()
