@@ -34,6 +34,7 @@ FILE_SECONDS = {"tests/e2e/test_delta_spark.py": 300, "tests/e2e/test_jobs_exact
                 "tests/e2e/test_readme_examples.py": 150, "tests/e2e/test_jobs_stream_to_topic.py": 120,
                 "tests/e2e/test_spark_streaming.py": 120, "tests/e2e/test_exactly_once_invariant.py": 115,
                 "tests/e2e/test_first_contact.py": 105, "tests/integration/test_cluster_replication.py": 100,
+                "tests/integration/test_cluster_operations.py": 90,
                 "tests/e2e/test_spark_cluster.py": 55, "tests/e2e/test_spark_options.py": 50,
                 "tests/integration/test_kafka_cli_tools.py": 40, "tests/integration/test_security_clients.py": 35,
                 "tests/e2e/test_exactly_once_model.py": 30, "tests/e2e/test_spark_security.py": 30,

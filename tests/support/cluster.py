@@ -1,18 +1,79 @@
 """Helpers for tests against a `LocalCluster` (real ZooKeeper, several `pylog broker` processes):
+the three-broker cluster with racks the replication and operations modules share (`racked_cluster`),
 an acks=all idempotent producer thread that remembers every acknowledged key, metadata lookups
-(leader, ISR) through confluent-kafka's admin client, and the byte-identical-replicas check."""
+(leader, ISR) through confluent-kafka's admin client, a broker's /metrics, and the byte-identical-replicas
+check."""
 from __future__ import annotations
 
+import contextlib
 import hashlib
+import re
 import threading
+import urllib.request
 from pathlib import Path
-from typing import Any
+from typing import Any, Iterator
 
 from confluent_kafka import KafkaException, Producer
 from confluent_kafka.admin import AdminClient, NewTopic
 
 from pylog.launch.local_cluster import LocalCluster
+from pylog.launch.local_zookeeper import LocalZooKeeper
+from pylog.launch.process import BrokerProcess
+from tests.support.clients import unique_name
 from tests.support.waiting import wait_for
+
+
+SETTINGS = {
+    "default.replication.factor": 3,
+    "min.insync.replicas": 2,
+    "offsets.topic.replication.factor": 3,
+    "offsets.topic.num.partitions": 5,
+    "group.initial.rebalance.delay.ms": 0,
+    "zookeeper.session.timeout.ms": 2500,
+    "replica.lag.time.max.ms": 1000,
+    "replica.fetch.wait.max.ms": 200,
+    "replica.fetch.backoff.ms": 200,
+    "auto.leader.rebalance.enable": "false",
+    "metrics.port": 0,             # each broker's /metrics on a port of its own (read from its log)
+    "replica.selector.class": "org.apache.kafka.common.replica.RackAwareReplicaSelector",   # KIP-392
+}
+RACKS = {0: "zone-a", 1: "zone-b", 2: "zone-a"}   # broker.rack of each broker: replicas spread over both zones
+
+
+@contextlib.contextmanager
+def racked_cluster(zookeeper: LocalZooKeeper, root: Path, name: str) -> Iterator[LocalCluster]:
+    """Three brokers with SETTINGS and RACKS in a chroot of their own, stopped on leaving."""
+    c = LocalCluster(root, 3, SETTINGS, zk_connect=zookeeper.connect, chroot=f"/{unique_name(name)}",
+                     launcher=lambda i, data, settings: BrokerProcess(data, settings={**settings,
+                                                                                      "broker.rack": RACKS[i]}))
+    try:
+        c.start()
+        yield c
+    finally:
+        c.close()
+
+
+def cluster_admin(c: LocalCluster) -> AdminClient:
+    return AdminClient({"bootstrap.servers": c.bootstrap})
+
+
+def cluster_meta(c: LocalCluster, topic: str, via: int | None = None) -> dict[int, Any]:
+    """The partitions' metadata of `topic`, from broker `via` or any."""
+    return partition_meta(c.broker(via).bootstrap if via is not None else c.bootstrap, topic)
+
+
+def acks_all_producer(c: LocalCluster, **conf: Any) -> Producer:
+    return Producer({"bootstrap.servers": c.bootstrap, "acks": "all", "enable.idempotence": True, "linger.ms": 2,
+                     "message.timeout.ms": 60000, **conf})
+
+
+def broker_metrics(c: LocalCluster, broker_id: int, **labels: str) -> dict[str, float]:
+    """The series of broker `broker_id`'s /metrics (its port is in its log) with exactly `labels` (none: the
+    unlabelled ones)."""
+    from prometheus_client.parser import text_string_to_metric_families
+    port = re.findall(r"metrics \(Prometheus\) on http://[^:]+:(\d+)/metrics", c.broker(broker_id).log_text())[-1]
+    text = urllib.request.urlopen(f"http://127.0.0.1:{port}/metrics", timeout=10).read().decode()
+    return {s.name: s.value for f in text_string_to_metric_families(text) for s in f.samples if s.labels == labels}
 
 
 def create_replicated(bootstrap: str, topic: str, partitions: int, rf: int = 3, **config: str) -> None:

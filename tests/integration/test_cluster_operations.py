@@ -1,0 +1,276 @@
+"""Day-two operations on a three-broker cluster with racks (issue 31), against real broker processes and a real
+ZooKeeper: rack-aware placement and DescribeCluster, fetching from the closest replica (KIP-392), the console's
+cluster pages, partition reassignment (KIP-455: pylog's tool and Kafka's own, throttles, cancel) and preferred
+leader election with Kafka's tool. The replication rules themselves are in test_cluster_replication.py; this
+module has a cluster of its own so the two run side by side."""
+from __future__ import annotations
+
+import json
+import re
+import signal
+import subprocess
+import sys
+import time
+from typing import Iterator
+
+import pytest
+from kio.schema.errors import ErrorCode
+
+from pylog.launch.local_cluster import LocalCluster
+from pylog.launch.local_zookeeper import LocalZooKeeper
+from tests.support.clients import consume, unique_name
+from tests.support.cluster import (RACKS, AckedProducer, acks_all_producer as _producer, assert_replicas_identical,
+                                   broker_metrics as _metrics, cluster_admin as _admin, cluster_meta as _partition_meta,
+                                   create_replicated, leader, racked_cluster, wait_full_isr)
+from tests.support.waiting import wait_for
+
+pytestmark = pytest.mark.timeout(600)
+
+
+@pytest.fixture(scope="module")
+def cluster(zookeeper: LocalZooKeeper, tmp_path_factory: pytest.TempPathFactory) -> Iterator[LocalCluster]:
+    with racked_cluster(zookeeper, tmp_path_factory.mktemp("cluster"), "operations") as c:
+        yield c
+
+
+def _create(c: LocalCluster, topic: str, partitions: int = 1, rf: int = 3) -> None:
+    create_replicated(c.bootstrap, topic, partitions, rf)
+
+
+def _leader(c: LocalCluster, topic: str, partition: int = 0) -> int:
+    return leader(c.bootstrap, topic, partition)
+
+
+def test_replicas_are_spread_over_racks_and_clients_see_each_brokers_rack(cluster: LocalCluster) -> None:
+    """broker.rack: Kafka's rack-aware assignment puts the two replicas of every partition in both zones (the
+    rack-unaware rule would pair brokers 0 and 2, both in zone-a, for some); DescribeCluster (what the admin
+    clients' describeCluster sends) and Metadata name each broker's rack."""
+    topic = unique_name("racks")
+    _create(cluster, topic, partitions=6, rf=2)
+    meta = _partition_meta(cluster, topic)
+    assert len(meta) == 6
+    for p, m in meta.items():
+        assert {RACKS[b] for b in m.replicas} == {"zone-a", "zone-b"}, (p, m.replicas)
+    admin = _admin(cluster)
+    described = admin.describe_cluster(request_timeout=15).result(20)
+    assert {n.id: n.rack for n in described.nodes} == RACKS
+    assert described.controller.id in RACKS and described.cluster_id
+
+
+def test_a_consumer_fetches_from_an_in_sync_replica_in_its_rack(cluster: LocalCluster) -> None:
+    """KIP-392 with Kafka's RackAwareReplicaSelector: the leader answers a consumer in another rack with the id of
+    an in-sync follower in the consumer's rack, and the follower serves the records (its bytes-out count grows,
+    the leader's does not); librdkafka's consumer and the Spark source's own Fetch client (client.rack) both
+    follow it. A consumer without a rack reads from the leader."""
+    from confluent_kafka import Consumer
+    from sparklog.kafka_client import ClientConfig, KafkaClient
+    topic = unique_name("nearby")
+    _create(cluster, topic, partitions=1, rf=3)
+    wait_full_isr(cluster.bootstrap, topic, 1)
+    producer = _producer(cluster)
+    for i in range(200):
+        producer.produce(topic, value=b"r%d" % i, partition=0)
+    assert producer.flush(30) == 0
+    led_by = _leader(cluster, topic)
+    near = next(b for b in (1, 0, 2) if RACKS[b] != RACKS[led_by])     # a follower in the other zone
+
+    def bytes_out(broker: int) -> float:
+        return _metrics(cluster, broker, topic=topic).get("pylog_bytes_out_total", 0.0)
+
+    before = {b: bytes_out(b) for b in range(3)}
+    client = KafkaClient(ClientConfig(cluster.bootstrap, client_rack=RACKS[near]))
+    try:
+        offset, deadline = 0, time.monotonic() + 15
+        while offset < 200:         # a follower serves below the high watermark its leader last sent it
+            fp = client.fetch(topic, 0, offset)
+            assert fp.error_code == 0 and time.monotonic() < deadline, fp
+            if fp.records is not None and len(fp.records) > 0:
+                offset = _next_offset(bytes(fp.records))
+        assert client._read_replicas[(topic, 0)] == near
+    finally:
+        client.close()
+    consumer = Consumer({"bootstrap.servers": cluster.bootstrap, "group.id": unique_name("g"), "client.rack":
+                         RACKS[near], "auto.offset.reset": "earliest", "enable.auto.commit": False})
+    consumer.subscribe([topic])
+    got: list[bytes] = []
+    deadline = time.monotonic() + 30
+    while len(got) < 200 and time.monotonic() < deadline:
+        m = consumer.poll(0.5)
+        if m is not None and m.error() is None:
+            got.append(m.value())
+    consumer.close()
+    assert got == [b"r%d" % i for i in range(200)]
+    after = {b: bytes_out(b) for b in range(3)}
+    assert after[near] - before[near] >= 2 * 200 * 2, (before, after)    # both readers, from the follower
+    assert after[led_by] == before[led_by], (before, after)              # the leader only named the follower
+    plain = KafkaClient(ClientConfig(cluster.bootstrap))
+    try:
+        assert len(plain.fetch(topic, 0, 0).records or b"") > 0 and (topic, 0) not in plain._read_replicas
+    finally:
+        plain.close()
+    assert bytes_out(led_by) > after[led_by]
+
+
+def _next_offset(records: bytes) -> int:
+    """The offset after the last whole batch of a Fetch answer's record set."""
+    from kafka_protocol.record_batch import parse_header, whole_batches_length
+    pos, end, nxt = 0, whole_batches_length(records), -1
+    while pos < end:
+        h = parse_header(records, pos)
+        nxt, pos = h.last_offset + 1, pos + h.size
+    return nxt
+
+
+def test_the_console_shows_the_clusters_brokers_racks_controller_and_isr(cluster: LocalCluster, tmp_path) -> None:
+    """`pylog console` against the three brokers (plain HTTP; the browser tests run on one broker): each broker
+    with its rack and the number of partitions it leads, the controller, and a topic's replicas and ISR."""
+    import html
+    import urllib.request
+    from pylog.launch.process import ConsoleProcess
+    topic = unique_name("seen")
+    _create(cluster, topic, partitions=3, rf=3)
+    wait_full_isr(cluster.bootstrap, topic, 3)
+    meta = _partition_meta(cluster, topic)
+    console = ConsoleProcess(tmp_path / "console", cluster.bootstrap).start()
+    try:
+        brokers = html.unescape(urllib.request.urlopen(console.url("/brokers"), timeout=20).read().decode())
+        page = html.unescape(urllib.request.urlopen(console.url(f"/topics/{topic}"), timeout=20).read().decode())
+    finally:
+        console.close()
+    controller = int(re.search(r'<span id="controller-id">(\d+)</span>', brokers).group(1))
+    assert controller in RACKS
+    for b, rack in RACKS.items():
+        row = re.search(rf'<tr data-broker="{b}">(.*?)</tr>', brokers, re.S).group(1)
+        assert f'<td class="rack">{rack}</td>' in row and ("controller" in row) == (b == controller), row
+    for p, m in meta.items():
+        row = re.search(rf'<tr data-partition="{p}"[^>]*>(.*?)(?=<tr|</tbody>)', page, re.S).group(1)
+        cell = {k: re.search(rf'<td class="{k}">([^<]*)', row).group(1) for k in ("leader", "replicas", "isr")}
+        assert cell == {"leader": str(m.leader), "replicas": ",".join(map(str, m.replicas)),
+                        "isr": ",".join(map(str, m.isrs))}, (cell, m)
+
+
+def _partitions_cmd(cluster: LocalCluster, *args: str) -> subprocess.CompletedProcess[str]:
+    return subprocess.run([sys.executable, "-m", "pylog", "partitions", "reassign", "--bootstrap-server",
+                           cluster.bootstrap, *args], capture_output=True, text=True, timeout=60)
+
+
+def test_replicas_move_to_another_broker_without_losing_a_record_and_the_old_copy_goes(cluster: LocalCluster,
+                                                                                        tmp_path) -> None:
+    """`pylog partitions reassign --execute` then `--verify` (KIP-455, Kafka's JSON): broker 2 takes broker 0's
+    replicas of a topic while producers write acks=all; the new replica catches up before it joins the ISR, the
+    move completes, broker 0 deletes its copy, and every acknowledged record is there once, on both replicas."""
+    topic = unique_name("moved")
+    admin = _admin(cluster)
+    from confluent_kafka.admin import NewTopic
+    admin.create_topics([NewTopic(topic, 2, replica_assignment=[[0, 1], [1, 0]])])[topic].result(30)
+    wait_for(lambda: all(len(m.isrs) == 2 for m in _partition_meta(cluster, topic).values()), 15, "full ISRs")
+    producer = AckedProducer(cluster.bootstrap, topic, partitions=2)
+    producer.start()
+    wait_for(lambda: producer.acked_count() >= 300, 30, "records acknowledged before the move")
+    plan = tmp_path / "move.json"
+    plan.write_text(json.dumps({"version": 1, "partitions": [{"topic": topic, "partition": 0, "replicas": [2, 1]},
+                                                             {"topic": topic, "partition": 1, "replicas": [1, 2]}]}))
+    started = _partitions_cmd(cluster, "--execute", "--reassignment-json-file", str(plan))
+    assert started.returncode == 0, started.stderr
+    rollback = json.loads(started.stdout.split("Current partition replica assignment")[1].split("Save this")[0])
+    assert {(p["partition"], tuple(p["replicas"])) for p in rollback["partitions"]} == {(0, (0, 1)), (1, (1, 0))}
+    assert f"Successfully started partition reassignments for {topic}-0,{topic}-1" in started.stdout
+
+    def verified() -> bool:
+        out = _partitions_cmd(cluster, "--verify", "--reassignment-json-file", str(plan))
+        return out.returncode == 0 and out.stdout.count("is completed.") == 2
+    wait_for(verified, 30, "both moves completed")
+    producer.finish()
+    meta = _partition_meta(cluster, topic)
+    assert [list(meta[p].replicas) for p in (0, 1)] == [[2, 1], [1, 2]]
+    wait_for(lambda: all(sorted(_partition_meta(cluster, topic)[p].isrs) == [1, 2] for p in (0, 1)), 15, "ISRs")
+    wait_for(lambda: not (cluster.broker(0).data_dir / f"{topic}-0").exists() and
+             not (cluster.broker(0).data_dir / f"{topic}-1").exists(), 15, "broker 0's copies deleted")
+    keys = [int(m.key()) for m in consume(cluster.bootstrap, topic, [0, 1], producer.sent, timeout=60)]
+    assert producer.failed == [] and len(producer.acked) == producer.sent
+    assert sorted(keys) == sorted(producer.acked), "every acknowledged record, once"
+    assert_replicas_identical(cluster, topic, 2, brokers=(1, 2))
+    assert "No partition reassignments found." in _partitions_cmd(cluster, "--list").stdout
+
+
+def test_a_move_in_progress_is_listed_and_cancelled_back_to_its_origin(cluster: LocalCluster) -> None:
+    """A move whose new replica cannot catch up (broker 2 frozen) stays in progress; ListPartitionReassignments
+    shows it with its adding replica, a cancel returns the partition to its original replicas at once, and a
+    cancel of a partition not moving is NO_REASSIGNMENT_IN_PROGRESS; bad targets get Kafka's messages."""
+    from pylog.tools.wire_admin import WireAdmin
+    topic = unique_name("cancelled")
+    admin = _admin(cluster)
+    from confluent_kafka.admin import NewTopic
+    admin.create_topics([NewTopic(topic, 1, replica_assignment=[[0, 1]])])[topic].result(30)
+    wait_for(lambda: len(_partition_meta(cluster, topic)[0].isrs) == 2, 15, "full ISR")
+    producer = _producer(cluster)
+    for i in range(100):
+        producer.produce(topic, value=b"c%d" % i, partition=0)
+    assert producer.flush(30) == 0
+    with WireAdmin(cluster.bootstrap) as wire:
+        bad = wire.alter_reassignments({(topic, 0): [0, 0], ("nope-" + topic, 0): [0, 1]})
+        assert bad[(topic, 0)] == (ErrorCode.invalid_replica_assignment,
+                                   "Duplicate replica ids in partition reassignment replica list: List(0, 0)")
+        assert bad[("nope-" + topic, 0)][0] == ErrorCode.unknown_topic_or_partition
+        assert wire.alter_reassignments({(topic, 0): None})[(topic, 0)][0] == ErrorCode.no_reassignment_in_progress
+        frozen = cluster.broker(2)
+        frozen.proc.send_signal(signal.SIGSTOP)
+        try:
+            assert wire.alter_reassignments({(topic, 0): [0, 1, 2]})[(topic, 0)] == (ErrorCode.none, None)
+            assert wire.list_reassignments()[(topic, 0)] == ([0, 1, 2], [2], [])
+            assert wire.alter_reassignments({(topic, 0): None})[(topic, 0)] == (ErrorCode.none, None)
+            wait_for(lambda: (topic, 0) not in wire.list_reassignments(), 10, "the cancel done")
+            assert list(_partition_meta(cluster, topic)[0].replicas) == [0, 1]
+        finally:
+            frozen.proc.send_signal(signal.SIGCONT)
+    wait_for(lambda: not (frozen.data_dir / f"{topic}-0").exists(), 30, "broker 2's partial copy deleted")
+    assert [m.value() for m in consume(cluster.bootstrap, topic, [0], 100)] == [b"c%d" % i for i in range(100)]
+
+
+def test_kafkas_reassign_tool_moves_a_throttled_partition_and_clears_its_throttles(cluster: LocalCluster,
+                                                                                  tmp_path) -> None:
+    """kafka-reassign-partitions from Kafka 3.9's jars, unchanged: --execute --throttle sets the brokers' rates and
+    the topic's throttled replicas (KIP-73), the copy of ~1 MB to broker 2 runs at the throttle's pace, --verify
+    reports the move completed and clears every throttle; then kafka-leader-election gives leadership back to the
+    preferred replica."""
+    from confluent_kafka.admin import ConfigResource, NewTopic
+    from tests.support.kafka_tools import run_tool
+    topic = unique_name("throttled")
+    admin = _admin(cluster)
+    admin.create_topics([NewTopic(topic, 1, replica_assignment=[[0, 1]])])[topic].result(30)
+    wait_for(lambda: len(_partition_meta(cluster, topic)[0].isrs) == 2, 15, "full ISR")
+    producer = _producer(cluster, **{"linger.ms": 20, "batch.size": 65536})
+    for i in range(1000):
+        producer.produce(topic, value=b"%04d" % i + b"t" * 1020, partition=0)
+    assert producer.flush(30) == 0
+    plan = tmp_path / "move.json"
+    plan.write_text(json.dumps({"version": 1, "partitions": [{"topic": topic, "partition": 0, "replicas": [2, 0],
+                                                             "log_dirs": ["any", "any"]}]}))
+    bs = ["--bootstrap-server", cluster.bootstrap, "--reassignment-json-file", str(plan)]
+    started = time.monotonic()
+    execute = run_tool("kafka-reassign-partitions", *bs, "--execute", "--throttle", "300000")
+    assert execute.returncode == 0 and "Successfully started partition reassignment" in execute.stdout, \
+        execute.stdout + execute.stderr
+    described = admin.describe_configs([ConfigResource("TOPIC", topic)])
+    topic_configs = list(described.values())[0].result(15)
+    assert topic_configs["leader.replication.throttled.replicas"].value == "0:0,0:1"
+    assert topic_configs["follower.replication.throttled.replicas"].value == "0:2"
+
+    def done() -> str | None:
+        out = run_tool("kafka-reassign-partitions", *bs, "--verify")
+        return out.stdout if "is completed" in out.stdout else None
+    verified = wait_for(done, 60, "the throttled move completed")
+    took = time.monotonic() - started
+    assert took >= 2.0, f"1 MB at 300 kB/s took {took:.1f} s"        # the throttle held the copy back
+    assert "Clearing broker-level throttles" in verified and "Clearing topic-level throttles" in verified
+    topic_configs = list(admin.describe_configs([ConfigResource("TOPIC", topic)]).values())[0].result(15)
+    assert topic_configs["leader.replication.throttled.replicas"].value == ""
+    assert list(_partition_meta(cluster, topic)[0].replicas) == [2, 0]
+    assert [m.value()[:4] for m in consume(cluster.bootstrap, topic, [0], 1000)] == [b"%04d" % i for i in range(1000)]
+    wait_for(lambda: 2 in _partition_meta(cluster, topic)[0].isrs and 0 in _partition_meta(cluster, topic)[0].isrs,
+             15, "both replicas in sync")
+    if _leader(cluster, topic) != 2:
+        elected = run_tool("kafka-leader-election", "--bootstrap-server", cluster.bootstrap, "--election-type",
+                           "preferred", "--topic", topic, "--partition", "0")
+        assert elected.returncode == 0, elected.stdout + elected.stderr
+    wait_for(lambda: _leader(cluster, topic) == 2, 15, "the preferred leader")
