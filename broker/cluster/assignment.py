@@ -104,13 +104,7 @@ def _rack_aware(racks: Mapping[int, str], partitions: int, replication_factor: i
 
 def _rack_unaware(ids: list[int], partitions: int, replication_factor: int, first_partition: int,
                   fixed_start: int, rng: random.Random | None) -> dict[int, list[int]]:
-    if partitions <= 0:
-        raise InvalidPartitionsError("Number of partitions must be larger than 0.")
-    if replication_factor <= 0:
-        raise InvalidReplicationFactorError("Replication factor must be larger than 0.")
-    if replication_factor > len(ids):
-        raise InvalidReplicationFactorError(
-            f"Replication factor: {replication_factor} larger than available brokers: {len(ids)}.")
+    _check_counts(partitions, replication_factor, len(ids))
     n = len(ids)
     rng = rng or random.Random()
     start = fixed_start if fixed_start >= 0 else rng.randrange(n)

@@ -35,6 +35,7 @@ from selenium.webdriver.support.ui import Select, WebDriverWait
 
 from pylog.launch.process import BrokerProcess, ConsoleProcess
 from tests.support.clients import create_topic, produce
+from tests.support.waiting import wait_for
 
 REPO = Path(__file__).resolve().parents[2]
 CHROMIUM, CHROMEDRIVER = "/usr/bin/chromium", "/usr/bin/chromedriver"
@@ -214,16 +215,6 @@ def commit(bootstrap: str, group: str, offsets: dict[tuple[str, int], int]) -> N
         c.commit(offsets=[TopicPartition(t, p, o) for (t, p), o in offsets.items()], asynchronous=False)
     finally:
         c.close()
-
-
-def wait_for(check: Callable[[], Any], timeout: float, what: str) -> Any:
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        got = check()
-        if got:
-            return got
-        time.sleep(0.1)
-    raise AssertionError(f"not within {timeout} s: {what}")
 
 
 def member_of(bootstrap: str, group: str, topic: str) -> tuple[Consumer, list[Any]]:
