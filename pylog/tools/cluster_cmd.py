@@ -222,3 +222,12 @@ def register(sub: Any) -> None:
                    "(default: a new temporary directory, removed when it stops)")
     u.add_argument("--set", action="append", metavar="KEY=VALUE", help="a broker setting for every broker")
     u.set_defaults(func=run_up)
+    from pylog.tools.partitions import add_membership_args, run_membership
+    d = csub.add_parser("decommission", help="move every replica off a broker that leaves (Kafka's JSON plan; "
+                                             "--execute to move)")
+    add_membership_args(d)
+    d.set_defaults(func=run_membership)
+    a = csub.add_parser("add-broker", help="move replicas onto a broker that joined until the brokers hold even "
+                                           "shares (--execute to move)")
+    add_membership_args(a)
+    a.set_defaults(func=run_membership)

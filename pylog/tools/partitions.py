@@ -7,7 +7,10 @@ assignment over `--broker-list`, rack-aware when every broker has a rack, unless
 kafka-reassign-partitions' output: `--generate` prints the current and the proposed assignment, `--execute` the
 current one (to keep for a rollback) before it asks the controller (AlterPartitionReassignments, KIP-455),
 `--verify` whether each move completed (ListPartitionReassignments, Metadata), `--cancel` stops moves in progress
-and `--list` shows them. The broker does the moving (broker/cluster/controller.py).
+and `--list` shows them. The broker does the moving (broker/cluster/controller.py). `pylog cluster decommission`
+and `pylog cluster add-broker` (registered by pylog/tools/cluster_cmd.py, run here) plan the moves that empty a
+leaving broker or fill a joining one (pylog/tools/replica_plan.py), print them, and with --execute start them
+and wait for them.
 
 Must never: start a move it did not print the rollback of first, or report a move done that is still in progress.
 """
@@ -23,6 +26,7 @@ from broker.cluster.assignment import assign_replicas
 from kafka_protocol.errors import ErrorCode, KafkaError
 from pylog.tools.client import DEFAULT_BOOTSTRAP, add_command_config_arg, check_reachable, client_security
 from pylog.tools.errors import CliError
+from pylog.tools.replica_plan import add_broker_plan, decommission_plan
 from pylog.tools.wire_admin import WireAdmin, error_name
 
 TP = tuple[str, int]
@@ -113,7 +117,8 @@ def _document(assignment: dict[TP, list[int]]) -> str:
         for (t, p), r in sorted(assignment.items())]}, separators=(",", ":"))
 
 
-def _current(admin: WireAdmin, topics: list[str]) -> dict[TP, list[int]]:
+def _current(admin: WireAdmin, topics: list[str] | None) -> dict[TP, list[int]]:
+    """Each partition's replicas, of `topics` (None: every topic)."""
     return {(i.topic, i.partition): list(i.replicas) for parts in admin.metadata(topics).values() for i in parts}
 
 
@@ -198,6 +203,60 @@ def _cancel(admin: WireAdmin, wanted: dict[TP, list[int]], timeout_ms: int) -> i
     _raise_failures({tp: o for tp, o in outcomes.items() if o[0] != ErrorCode.no_reassignment_in_progress}, "cancel")
     print("Successfully cancelled partition reassignments for: " + ",".join(f"{t}-{p}" for t, p in cancelled))
     return 0
+
+
+def add_membership_args(parser: argparse.ArgumentParser) -> None:
+    """The arguments of `pylog cluster decommission` and `pylog cluster add-broker`."""
+    parser.add_argument("--bootstrap-server", default=DEFAULT_BOOTSTRAP, metavar="HOST:PORT",
+                        help=f"broker(s) to connect to (default {DEFAULT_BOOTSTRAP})")
+    add_command_config_arg(parser)
+    parser.add_argument("--broker", type=int, required=True, help="the broker leaving (decommission) or joining")
+    parser.add_argument("--execute", action="store_true", help="start the moves (else only print the plan)")
+    parser.add_argument("--wait", type=float, default=600.0, metavar="SECONDS",
+                        help="with --execute, how long to wait for the moves to complete (default 600)")
+
+
+def run_membership(args: argparse.Namespace) -> int:
+    """`pylog cluster decommission|add-broker`: plan, print, and with --execute run and wait for the moves."""
+    check_reachable(args.bootstrap_server)
+    with WireAdmin(args.bootstrap_server, "pylog-cluster", 30.0, client_security(args)) as admin:
+        current = _current(admin, None)
+        if args.broker not in admin.nodes:
+            raise CliError(f"broker {args.broker} is not a live broker of the cluster (brokers: {sorted(admin.nodes)})")
+        brokers = sorted(admin.nodes)
+        if args.cluster_command == "decommission":
+            try:
+                plan = decommission_plan(current, brokers, {b: n.rack for b, n in admin.nodes.items()}, args.broker)
+            except ValueError as e:
+                raise CliError(str(e)) from None
+        else:
+            plan = add_broker_plan(current, brokers, args.broker)
+        print("Proposed partition reassignment configuration")
+        print(_document(plan))
+        if not plan:
+            print(f"nothing to move: broker {args.broker} " + ("holds no replicas" if args.cluster_command ==
+                                                               "decommission" else "holds its share already"))
+            return 0
+        if not args.execute:
+            print("(a plan only: run again with --execute to move them)")
+            return 0
+        _raise_failures(admin.alter_reassignments(plan), "start")
+        print(f"Started {len(plan)} partition move(s); waiting for them (at most {args.wait:.0f} s)")
+        return _wait_moves(admin, plan, args.wait)
+
+
+def _wait_moves(admin: WireAdmin, plan: dict[TP, list[int]], timeout_s: float) -> int:
+    import time
+    deadline = time.monotonic() + timeout_s
+    while True:
+        moving = set(admin.list_reassignments()) & set(plan)
+        if not moving:
+            print(f"All {len(plan)} move(s) completed")
+            return 0
+        if time.monotonic() > deadline:
+            raise CliError(f"{len(moving)} move(s) still in progress after {timeout_s:.0f} s (pylog partitions "
+                           "reassign --list shows them; they go on in the brokers)")
+        time.sleep(0.5)
 
 
 def _list(admin: WireAdmin) -> int:

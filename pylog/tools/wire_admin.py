@@ -25,7 +25,7 @@ import socket
 import ssl
 import struct
 from dataclasses import dataclass
-from typing import Any, Iterable, Iterator
+from typing import Any, Iterable, Iterator, Mapping
 
 
 from kafka_protocol.api_keys import ApiKey
@@ -339,7 +339,7 @@ class WireAdmin:
             return answer
         raise CliError(f"the controller kept moving; {API_NAMES[api]} not sent")
 
-    def alter_reassignments(self, wanted: dict[tuple[str, int], list[int] | None], timeout_ms: int = 60_000
+    def alter_reassignments(self, wanted: Mapping[tuple[str, int], list[int] | None], timeout_ms: int = 60_000
                             ) -> dict[tuple[str, int], tuple[int, str | None]]:
         """Start (a replica list) or cancel (None) each partition's move: {partition: (error code, message)}."""
         by_topic: dict[str, list[dict[str, Any]]] = {}

