@@ -221,14 +221,14 @@ def apply_update_metadata(view: ClusterView, fence: Fence, req: UpdateMetadataRe
 
 def apply_stop_replica(view: ClusterView, fence: Fence, req: StopReplicaRequest
                        ) -> tuple[ClusterView, Fence, StopReplicaResponse, list[tuple[TopicPartition, bool]]]:
-    """The new view (stopped partitions forgotten) and the (partition, delete) pairs to stop."""
+    """The view (its metadata unchanged: StopReplica stops a replica, as Kafka's, and leaves the partition in the
+    metadata clients read until an UpdateMetadata says otherwise) and the (partition, delete) pairs to stop."""
     error = fence.check(req.controller_epoch, req.broker_epoch)
     if error != ErrorCode.none:
         return view, fence, StopReplicaResponse(error_code=error, partition_errors=()), []
     stopped = [((str(ts.topic_name), int(ps.partition_index)), bool(ps.delete_partition))
                for ts in req.topic_states for ps in ts.partition_states]
-    states = {tp: sv for tp, sv in view.states.items() if tp not in {s for s, _ in stopped}}
     errors = tuple(StopReplicaPartitionError(topic_name=TopicName(tp[0]), partition_index=i32(tp[1]), error_code=ErrorCode.none)
                    for tp, _ in stopped)
-    return (replace(view, states=states), replace(fence, controller_epoch=int(req.controller_epoch)),
+    return (view, replace(fence, controller_epoch=int(req.controller_epoch)),
             StopReplicaResponse(error_code=ErrorCode.none, partition_errors=errors), stopped)

@@ -178,7 +178,7 @@ class Replication:
             if plog is None:
                 continue
             self._apply_state(topic, partition, plog, replicas, sv, view)
-        for tp in [tp for tp in self.roles if tp not in view.states]:
+        for tp in [tp for tp in self.roles if tp not in view.states or self.node_id not in view.replicas(*tp)]:
             self._drop(tp)
         for leader_id, fetcher in list(self.fetchers.items()):
             if not fetcher.partitions:

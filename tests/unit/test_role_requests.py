@@ -100,10 +100,12 @@ def test_update_metadata_replaces_the_live_brokers_merges_states_and_forgets_del
     assert new_view.states[("t", 0)] == StateVersion(PartitionState(0, 3, (0,), 5), 5)   # an ISR change
 
 
-def test_stop_replica_forgets_the_partitions_and_says_which_to_stop() -> None:
+def test_stop_replica_says_which_to_stop_and_leaves_the_metadata_as_it_is() -> None:
+    """As Kafka's: clients still find the partition (a reassignment stops the replicas it moved away; their
+    leader is elsewhere); an UpdateMetadata removes a deleted topic's partitions."""
     view = ClusterView(states={("t", 0): StateVersion(PartitionState(0, 3, (0, 1), 5), 4),
                                ("t", 1): StateVersion(PartitionState(1, 3, (0, 1), 5), 4)})
     request = _wire(stop_replica(STAMP, -1, [("t", 1)], delete=True))
     new_view, _, response, stopped = apply_stop_replica(view, Fence(), request)
     assert response.error_code == ErrorCode.none and stopped == [(("t", 1), True)]
-    assert list(new_view.states) == [("t", 0)]
+    assert new_view.states == view.states
