@@ -21,7 +21,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.support.jobs import REPO
+from tests.support.jobs import JOB_JVM_OPTS, REPO
 from tests.support.markdown_examples import Block, commands, readme, substitute
 from pylog.launch.process import free_port
 
@@ -38,7 +38,10 @@ class Reader:
         self.tmp, self.spark = tmp, spark
         self.names = {"localhost:9092": bootstrap, "/tmp/pylog-data": str(tmp / "pylog-data"),
                       "/tmp/pylog/": f"{tmp}/pylog/", "/data/": f"{tmp}/data/"}
+        # the jobs' JVMs as tests/support/jobs.run_job starts them (C1 only, serial GC: a third less CPU for a
+        # few thousand records; same Java semantics); `make demo`'s test keeps the JVM's defaults
         self.env = {**os.environ, "PATH": f"{Path(sys.executable).parent}:{os.environ['PATH']}",
+                    "SPARK_SUBMIT_OPTS": " ".join(filter(None, [os.environ.get("SPARK_SUBMIT_OPTS"), JOB_JVM_OPTS])),
                     "PYSPARK_PYTHON": sys.executable}
         self.ran: list[str] = []
         self.python_globals: dict[str, object] = {"spark": spark}
