@@ -10,12 +10,12 @@ APT_PACKAGES := kcat zookeeper default-jre-headless iproute2 chromium chromium-d
 SUDO := $(shell [ "$$(id -u)" = 0 ] || echo sudo)
 export PATH := $(HOME)/.cargo/bin:$(PATH)
 NATIVE_SOURCES := native/Cargo.toml native/pyproject.toml $(wildcard native/src/*.rs)
-# five test processes (pytest-xdist): most cases wait on brokers, JVMs and timeouts (a whole run used 0.6-0.7 of
+# four test processes (pytest-xdist): most cases wait on brokers, JVMs and timeouts (a whole run used 0.6-0.7 of
 # the 2 cores on average with two processes). Whole files go to one process (loadfile), so each module's broker
 # and Spark set-up is paid once, handed out in collection order (--no-loadscope-reorder: tests/conftest.py puts the
 # longest files first) rather than by their number of tests, which left the longest files to start last
 # (bench/RESULTS.md: make test's runs).
-PYTEST_ARGS ?= -n 5 --dist loadfile --no-loadscope-reorder
+PYTEST_ARGS ?= -n 4 --dist loadfile --no-loadscope-reorder
 
 .PHONY: demo test check bench install clean unit typecheck fuzz
 
