@@ -28,7 +28,7 @@ topic's replication factor), INVALID_REPLICA_ASSIGNMENT with Kafka's messages.
 from __future__ import annotations
 
 import random
-from typing import Mapping, Sequence
+from typing import Iterator, Mapping, Sequence
 
 from kafka_protocol.errors import InvalidPartitionsError, InvalidReplicaAssignmentError, InvalidReplicationFactorError
 
@@ -61,6 +61,18 @@ def _check_counts(partitions: int, replication_factor: int, brokers: int) -> Non
             f"Replication factor: {replication_factor} larger than available brokers: {brokers}.")
 
 
+def _walk(n: int, partitions: int, first_partition: int, fixed_start: int,
+          rng: random.Random) -> Iterator[tuple[int, int, int]]:
+    """Kafka's walk over `n` brokers shared by both rules: (partition, index of its first replica, replica shift),
+    the start and the initial shift random unless fixed, the shift growing by one every n partitions."""
+    start = fixed_start if fixed_start >= 0 else rng.randrange(n)
+    shift = fixed_start if fixed_start >= 0 else rng.randrange(n)
+    for p in range(max(0, first_partition), max(0, first_partition) + partitions):
+        if p > 0 and p % n == 0:
+            shift += 1
+        yield p, (p + start) % n, shift
+
+
 def _rack_alternated(racks: Mapping[int, str]) -> list[int]:
     """The brokers taken one from each rack in turn (racks sorted, brokers sorted within a rack): Kafka's
     getRackAlternatedBrokerList."""
@@ -78,13 +90,8 @@ def _rack_aware(racks: Mapping[int, str], partitions: int, replication_factor: i
     one, and on a broker without one."""
     arranged = _rack_alternated(racks)
     n, num_racks = len(arranged), len(set(racks.values()))
-    start = fixed_start if fixed_start >= 0 else rng.randrange(n)
-    shift = fixed_start if fixed_start >= 0 else rng.randrange(n)
     out: dict[int, list[int]] = {}
-    for p in range(max(0, first_partition), max(0, first_partition) + partitions):
-        if p > 0 and p % n == 0:
-            shift += 1
-        first = (p + start) % n
+    for p, first, shift in _walk(n, partitions, first_partition, fixed_start, rng):
         leader = arranged[first]
         replicas, used_racks, used = [leader], {racks[leader]}, {leader}
         k = 0
@@ -106,14 +113,8 @@ def _rack_unaware(ids: list[int], partitions: int, replication_factor: int, firs
                   fixed_start: int, rng: random.Random | None) -> dict[int, list[int]]:
     _check_counts(partitions, replication_factor, len(ids))
     n = len(ids)
-    rng = rng or random.Random()
-    start = fixed_start if fixed_start >= 0 else rng.randrange(n)
-    shift = fixed_start if fixed_start >= 0 else rng.randrange(n)
     out: dict[int, list[int]] = {}
-    for p in range(max(0, first_partition), max(0, first_partition) + partitions):
-        if p > 0 and p % n == 0:
-            shift += 1
-        first = (p + start) % n
+    for p, first, shift in _walk(n, partitions, first_partition, fixed_start, rng or random.Random()):
         replicas = [ids[first]]
         for j in range(replication_factor - 1):
             replicas.append(ids[(first + 1 + (shift + j) % (n - 1)) % n])
