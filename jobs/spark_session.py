@@ -22,6 +22,7 @@ import time
 from pathlib import Path
 from typing import Any
 
+from jobs import class_archive
 from jobs.config import JobConfig
 from jobs.signals import STOPPER, shield_spark_jvm
 
@@ -97,11 +98,13 @@ def build_session(cfg: JobConfig, app_name: str, *, delta_spark: bool = False) -
          .config("spark.sql.shuffle.partitions", cfg.get("spark.sql.shuffle.partitions", "4"))
          .config("spark.sql.session.timeZone", "UTC"))
     global _log_file
+    jvm = [class_archive.jvm_options()]      # the driver's classes mapped from the archive `make` built
     if LOG4J.exists():
         _log_file = job_log_file(cfg)
         _log_file.parent.mkdir(parents=True, exist_ok=True)
-        b = b.config("spark.driver.extraJavaOptions",
-                     f"-Dlog4j2.configurationFile={LOG4J} -Dpylog.log.file={_log_file}")
+        jvm.append(f"-Dlog4j2.configurationFile={LOG4J} -Dpylog.log.file={_log_file}")
+    if any(jvm):
+        b = b.config("spark.driver.extraJavaOptions", " ".join(filter(None, jvm)))
     shield_spark_jvm(_log_file)
     for k, v in cfg.values.items():
         if k.startswith("spark.") and k not in ("spark.master", "spark.log.level"):

@@ -1,6 +1,4 @@
 """`python -m pylog` is the `pylog` command."""
-import sys
+from pylog.cli import run
 
-from pylog.cli import main
-
-sys.exit(main())
+run()

@@ -10,12 +10,15 @@ from __future__ import annotations
 
 import argparse
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from jobs import JOBS
 from jobs.config import JobConfig, JobConfigError
-from jobs.run_history import RunSummary, as_json, describe_offsets, read_runs, table_of
 from pylog.tools.errors import CliError
 from pylog.tools.text_table import print_table
+
+if TYPE_CHECKING:       # jobs.run_history (deltalake, pyarrow) is imported when the command runs, not by every
+    from jobs.run_history import RunSummary    # `pylog` command's parser
 
 HEADER = ["STARTED (UTC)", "RUN", "OUTCOME", "TOOK", "OFFSETS", "ROWS", "VERSIONS", "RANGE"]
 
@@ -61,12 +64,14 @@ def _versions(s: RunSummary) -> str:
 
 
 def _row(s: RunSummary) -> list[str]:
+    from jobs.run_history import describe_offsets
     return [s.started.strftime("%Y-%m-%d %H:%M:%S"), s.run_id, s.outcome, _took(s),
             "-" if s.offsets is None else str(s.offsets), "-" if s.rows is None else str(s.rows), _versions(s),
             describe_offsets(s.start_offsets, s.end_offsets)]
 
 
 def run(args: argparse.Namespace) -> int:
+    from jobs.run_history import as_json, read_runs, table_of
     if args.last < 1:
         raise CliError(f"--last must be at least 1, got {args.last}")
     configs = _configs(args)

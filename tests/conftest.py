@@ -14,6 +14,11 @@ from tests.support.broker_process import BrokerProcess
 from peers.kafka import KafkaBroker
 
 os.environ.setdefault("SPARK_LOCAL_IP", "127.0.0.1")
+# Every process the tests start (brokers, commands, jobs, Spark's Python workers) imports kio, which imports
+# hypothesis when it is installed; hypothesis then loads its plugins' entry points, and trio's (installed with
+# selenium, for the console's browser tests) imports trio and pytest: 0.18 s of CPU per process, thousands of
+# processes per run. No test uses a hypothesis plugin.
+os.environ.setdefault("HYPOTHESIS_NO_PLUGINS", "1")
 
 # No per-example deadline (hypothesis' default is 200 ms): on a busy 2-core machine a plain example took
 # 446 ms and failed tests/unit/test_sparklog_planner.py; the properties, not the timings, are the test.

@@ -82,16 +82,28 @@ class LocalCluster:
             if not b.alive():
                 continue
             client = AdminClient({"bootstrap.servers": b.bootstrap, "log_level": 0})
+            seen: object = "no answer"
             while True:
                 try:
-                    seen = client.list_topics(timeout=2).brokers
-                    if len(seen) >= want:
+                    listed = client.list_topics(timeout=2).brokers
+                    seen = sorted(listed)
+                    if len(listed) >= want:
                         break
-                except Exception:   # noqa: BLE001 - not serving yet
-                    pass
+                except Exception as e:   # noqa: BLE001 - not serving yet
+                    seen = f"no answer ({e})"
                 if time.monotonic() > deadline:
-                    raise TimeoutError(f"broker at {b.bootstrap} did not see {want} live brokers within {timeout_s:g}s")
+                    raise TimeoutError(f"broker at {b.bootstrap} did not see {want} live brokers within {timeout_s:g}s "
+                                       f"(it saw {seen}); the brokers' last log lines:\n{self._log_tails()}")
                 time.sleep(0.1)
+
+    def _log_tails(self, lines: int = 15) -> str:
+        """Each broker's last log lines with its id and state, for an error that has to explain itself."""
+        parts = []
+        for i, b in self.brokers.items():
+            state = "running" if b.alive() else f"exited {b.proc.returncode}" if b.proc is not None else "not started"
+            tail = b.log_text().splitlines()[-lines:]
+            parts.append(f"--- broker {i} ({state}):\n" + "\n".join(tail))
+        return "\n".join(parts)
 
     def _ensure_chroot(self) -> None:
         from kazoo.client import KazooClient

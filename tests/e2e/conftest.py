@@ -26,13 +26,16 @@ REPO = Path(__file__).resolve().parents[2]
 os.environ["PYSPARK_PYTHON"] = sys.executable
 os.environ["PYSPARK_DRIVER_PYTHON"] = sys.executable
 os.environ.setdefault("SPARK_LOCAL_IP", "127.0.0.1")
-os.environ.setdefault("SPARK_CONF_DIR", str(REPO / "conf"))
+# Spark's defaults for the tests (conf/spark-defaults.conf) as a properties file, not through SPARK_CONF_DIR: a
+# configuration folder on the driver's class path rules out the class archive (jobs/class_archive.py)
+os.environ.setdefault("PYSPARK_SUBMIT_ARGS", f"--properties-file {REPO / 'conf' / 'spark-defaults.conf'} pyspark-shell")
 
 
 @pytest.fixture(scope="session")
 def spark() -> Iterator[Any]:
     from pyspark.sql import SparkSession
 
+    from jobs import class_archive
     from jobs.spark_session import with_delta_spark
 
     session = with_delta_spark(
@@ -41,7 +44,8 @@ def spark() -> Iterator[Any]:
         .config("spark.sql.shuffle.partitions", "2")
         .config("spark.python.authenticate.socketTimeout", "120s")
         .config("spark.driver.extraJavaOptions",
-                f"-Dlog4j.configurationFile=file:{REPO / 'conf' / 'log4j2.properties'}")).getOrCreate()
+                f"-Dlog4j.configurationFile=file:{REPO / 'conf' / 'log4j2.properties'} {class_archive.jvm_options()}")
+    ).getOrCreate()
     session.sparkContext.setLogLevel("ERROR")
     yield session
     for q in session.streams.active:
