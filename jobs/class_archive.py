@@ -6,7 +6,7 @@ dynamic CDS archive made once from a short Spark workload lets later JVMs map th
 measured 8.4 -> 5.2 s of CPU and 7.9 -> 4.9 s to a first result. Nothing about Spark's behaviour changes.
 
 `make` builds the archive (`python -m jobs.class_archive`) into `.cache/spark-classes/`, named for the
-pyspark version and the JDK it was made with. `jvm_options()` gives the driver's JVM options that use it;
+pyspark version, the JDK and the pyspark installation it was made with. `jvm_options()` gives the driver's JVM options that use it;
 `build_session` adds them. The JDK only uses an archive whose class path matches the JVM's, and class paths
 holding a non-empty directory cannot be archived at all: SPARK_CONF_DIR puts one first, so with
 SPARK_CONF_DIR set no archive is used (a job's own settings do what a spark-defaults.conf would), nor with a
@@ -87,8 +87,9 @@ def archive_path() -> Path | None:
     if java is None:
         return None
     st = java.stat()
-    jdk = hashlib.sha1(f"{java}:{st.st_size}:{st.st_mtime_ns}".encode()).hexdigest()[:12]
-    return FOLDER / f"spark-{pyspark.__version__}-{jdk}.jsa"
+    jars = Path(pyspark.__file__).parent / "jars"     # the class path the archive holds, by where it is
+    key = hashlib.sha1(f"{java}:{st.st_size}:{st.st_mtime_ns}:{jars.resolve()}".encode()).hexdigest()[:12]
+    return FOLDER / f"spark-{pyspark.__version__}-{key}.jsa"
 
 
 def usable() -> Path | None:
@@ -132,9 +133,6 @@ def build(force: bool = False) -> Path:
     finally:
         os.unlink(script.name)
         tmp.unlink(missing_ok=True)
-    for old in path.parent.glob("spark-*.jsa"):       # archives of other pyspark or JDK versions
-        if old != path:
-            old.unlink(missing_ok=True)
     return path
 
 
