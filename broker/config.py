@@ -347,6 +347,9 @@ CONFIG = (ConfigDef()
             'The controller moves leadership back to preferred replicas.')
     .define('leader.imbalance.check.interval.seconds', 'int', _int, 300,
             'How often the controller checks preferred leaders.')
+    .define('leader.imbalance.per.broker.percentage', 'int', _int, 10,
+            "The auto leader rebalance moves a broker's leaderships back when more than this percentage of the "
+            'partitions it is the preferred replica of are led elsewhere.')
     .define('controlled.shutdown.enable', 'boolean', _bool, True,
             'On SIGTERM, move leadership away before stopping (cluster mode).')
     .define('controlled.shutdown.timeout.ms', 'int', _int, 30000,

@@ -223,3 +223,6 @@ class _StateCollector(Collector):
                                   value=replication.isr_shrinks)
         yield CounterMetricFamily("pylog_isr_expands", "ISR expansions written by this broker as leader.",
                                   value=replication.isr_expands)
+        yield CounterMetricFamily("pylog_unclean_leader_elections", "Leaders this broker, as controller, elected "
+                                  "from outside the ISR (unclean.leader.election.enable).",
+                                  value=cluster.controller.unclean_elections)

@@ -32,18 +32,18 @@ ALLOWED_SKIP_REASONS: tuple[str, ...] = ()
 _unexpected_skips: list[str] = []
 
 
-# seconds each of the longest files took in `make test` (session 14's fresh clone, 2026-11-26 22:50, --durations):
+# seconds each of the longest files took in `make test` (session 15's fresh clone, 2026-11-27 01:05, --durations):
 # pytest-xdist hands files out in collection order (`--no-loadscope-reorder`), so the longest go first and none
 # starts last
-FILE_SECONDS = {"tests/e2e/test_delta_spark.py": 600, "tests/e2e/test_jobs_exactly_once.py": 480,
-                "tests/e2e/test_readme_examples.py": 460, "tests/e2e/test_jobs_user_actions.py": 450,
-                "tests/e2e/test_exactly_once_invariant.py": 300, "tests/e2e/test_jobs_stream_to_topic.py": 240,
-                "tests/e2e/test_first_contact.py": 170, "tests/e2e/test_spark_streaming.py": 170,
-                "tests/e2e/test_jobs_leader_change.py": 160, "tests/e2e/test_spark_cluster.py": 110,
-                "tests/integration/test_cluster_replication.py": 100, "tests/integration/test_kafka_cli_tools.py": 75,
-                "tests/e2e/test_exactly_once_model.py": 65, "tests/integration/test_cluster_operations.py": 60,
-                "tests/e2e/test_demo.py": 55, "tests/e2e/test_spark_options.py": 50,
-                "tests/e2e/test_docs_security.py": 50, "tests/e2e/test_spark_security.py": 40,
+FILE_SECONDS = {"tests/e2e/test_delta_spark.py": 510, "tests/e2e/test_jobs_exactly_once.py": 330,
+                "tests/e2e/test_readme_examples.py": 295, "tests/e2e/test_exactly_once_invariant.py": 245,
+                "tests/e2e/test_jobs_user_actions.py": 240, "tests/e2e/test_jobs_stream_to_topic.py": 170,
+                "tests/e2e/test_first_contact.py": 165, "tests/e2e/test_spark_streaming.py": 135,
+                "tests/integration/test_cluster_replication.py": 115, "tests/e2e/test_spark_cluster.py": 105,
+                "tests/integration/test_kafka_cli_tools.py": 90, "tests/e2e/test_jobs_leader_change.py": 80,
+                "tests/e2e/test_exactly_once_topic_sink.py": 50, "tests/e2e/test_spark_batch.py": 40,
+                "tests/e2e/test_demo.py": 40, "tests/integration/test_cluster_operations.py": 35,
+                "tests/e2e/test_docs_security.py": 35, "tests/e2e/test_exactly_once_model.py": 30,
                 "tests/integration/test_security_clients.py": 35,
                 "tests/e2e/test_console_browser.py": 15}   # alone: 13-15 s (a broker, two consoles, chromium)
 

@@ -69,6 +69,7 @@ class ClusterNode:
                  listeners: tuple[tuple[str, str, str, int], ...] = (),
                  session_timeout_ms: int, connection_timeout_ms: int | None, unclean_leader_election: bool,
                  auto_leader_rebalance: bool, leader_imbalance_check_s: int, controller_socket_timeout_ms: int,
+                 leader_imbalance_percentage: int = 10,
                  on_view: Callable[[ClusterView], None], peer_security: PeerSecurity | None = None,
                  zk_security: ZkSecurity | None = None, rack: str | None = None) -> None:
         self.broker_id = broker_id
@@ -82,6 +83,7 @@ class ClusterNode:
         self.controller = ClusterController(self.zk, self.election, unclean_leader_election=unclean_leader_election,
                                             auto_leader_rebalance=auto_leader_rebalance,
                                             leader_imbalance_check_s=leader_imbalance_check_s,
+                                            leader_imbalance_percentage=leader_imbalance_percentage,
                                             socket_timeout_ms=controller_socket_timeout_ms,
                                             peer_security=peer_security)
         self.election._on_elected = self.controller.start
@@ -327,6 +329,7 @@ def node_settings(config: Any) -> dict[str, Any]:
         "unclean_leader_election": config["unclean.leader.election.enable"],
         "auto_leader_rebalance": config["auto.leader.rebalance.enable"],
         "leader_imbalance_check_s": config["leader.imbalance.check.interval.seconds"],
+        "leader_imbalance_percentage": config["leader.imbalance.per.broker.percentage"],
         "controller_socket_timeout_ms": config["controller.socket.timeout.ms"],
         "zk_security": zk_security(config),
         "rack": config["broker.rack"],

@@ -12,8 +12,11 @@ ZooKeeper-mode controller (KafkaController) does:
 - a controlled shutdown request (`/pylog/controlled_shutdown/<id>`, ephemeral, made by a broker on
   SIGTERM): that broker counts as gone for leadership (its partitions elect another ISR leader, it
   leaves the ISRs) except where no other ISR replica is live, where it keeps leading;
-- preferred leaders (`auto.leader.rebalance.enable`): every `leader.imbalance.check.interval.seconds`
-  a partition whose first assigned replica is live and in sync moves its leadership back there;
+- preferred leaders (`auto.leader.rebalance.enable`): every `leader.imbalance.check.interval.seconds`,
+  for each broker more than `leader.imbalance.per.broker.percentage` % of whose preferred partitions are led
+  elsewhere, those partitions whose first assigned replica is live and in sync move their leadership back;
+- an election outside the ISR (`unclean.leader.election.enable`, or ElectLeaders UNCLEAN) is logged per
+  partition as the data loss it is, and counted;
 - ISR change notifications (`/isr_change_notification`): the named partitions' states are read
   again and sent to every broker in UpdateMetadata, then the notifications are deleted, as Kafka's;
 - brokers learn all of this on the wire (`controller_channel`, requests built by `role_requests`):
@@ -52,7 +55,7 @@ from broker.cluster import zk_layout
 from broker.cluster.assignment import assign_replicas
 from broker.cluster.controller_channel import BrokerAddress, ControllerChannel
 from broker.cluster.controller_election import ControllerElection, ControllerMovedError, ControllerToken
-from broker.cluster.leader_election import initial_state, next_state
+from broker.cluster.leader_election import initial_state, is_unclean, next_state, rebalance_candidates
 from broker.cluster.membership import read_live_brokers
 from broker.cluster.reassignment import Move, completed_state, reassign_to, target_problem
 from broker.cluster.role_requests import ControllerStamp, PartitionInfo, leader_and_isr, stop_replica, update_metadata
@@ -98,7 +101,7 @@ class ClusterController:
 
     def __init__(self, zk: ZkClient, election: ControllerElection, *, unclean_leader_election: bool = False,
                  auto_leader_rebalance: bool = False, leader_imbalance_check_s: float = 300.0,
-                 socket_timeout_ms: int = 30000, peer_security: PeerSecurity | None = None) -> None:
+                 leader_imbalance_percentage: int = 10, socket_timeout_ms: int = 30000, peer_security: PeerSecurity | None = None) -> None:
         self.zk = zk
         self.peer_security = peer_security
         self.peer_listener = peer_security.listener if peer_security is not None else "PLAINTEXT"
@@ -106,6 +109,8 @@ class ClusterController:
         self.unclean = unclean_leader_election
         self.auto_leader_rebalance = auto_leader_rebalance
         self.leader_imbalance_check_s = leader_imbalance_check_s
+        self.leader_imbalance_percentage = leader_imbalance_percentage
+        self.unclean_elections = 0            # leaders this controller elected from outside the ISR (metrics)
         self._shutting_down: set[int] = set()
         self._events: "queue.Queue[tuple[str, Any] | None]" = queue.Queue()
         self._token: ControllerToken | None = None
@@ -262,7 +267,17 @@ class ClusterController:
             self._maybe_complete_move(topic, p)
 
     def _on_rebalance(self, _: None) -> None:
-        self._update_partitions(list(self._assignments), preferred=True)
+        """The auto leader rebalance: preferred leaders back for brokers past the imbalance percentage."""
+        known = {tp: (info.replicas, info.state) for tp, info in self._known.items()}
+        moves = rebalance_candidates(known, self._live, self._shutting_down, self.leader_imbalance_percentage)
+        if not moves:
+            return
+        log.info("auto leader rebalance: %d partitions back to their preferred replica", len(moves))
+        by_topic: dict[str, set[int]] = {}
+        for topic, p in moves:
+            by_topic.setdefault(topic, set()).add(p)
+        for topic, parts in sorted(by_topic.items()):
+            self._update_partitions([topic], preferred=True, only=parts)
 
     def _on_brokers(self, ids: list[str]) -> None:
         registered = read_live_brokers(self.zk, ids)
@@ -386,12 +401,13 @@ class ClusterController:
 
     # ------------------------------------------------------------ partition states
 
-    def _update_partitions(self, topics: list[str], preferred: bool = False) -> None:
-        """Bring every partition of `topics` in line with the live brokers, in one fenced write per topic."""
+    def _update_partitions(self, topics: list[str], preferred: bool = False, only: set[int] | None = None) -> None:
+        """Bring every partition of `topics` in line with the live brokers, in one fenced write per topic (with
+        `preferred`, preferred leaders too: for the partitions `only` names, or all)."""
         for topic in topics:
             for attempt in range(5):
                 try:
-                    self._update_topic(topic, preferred)
+                    self._update_topic(topic, preferred, only)
                     break
                 except BadVersionError:
                     # a leader changed an ISR between our read and our write: read again
@@ -644,6 +660,7 @@ class ClusterController:
             return
         creates: list[tuple[int, PartitionState]] = []
         updates: list[tuple[int, PartitionState, int]] = []
+        before: dict[int, PartitionState] = {}
         current_infos: dict[tuple[str, int], PartitionInfo] = {}
         # every partition's state read at once (pipelined): one round trip per topic, not per partition
         reads = {p: kazoo.get_async(zk_layout.partition_state_path(topic, p)) for p in assignment.partitions}
@@ -661,6 +678,7 @@ class ClusterController:
                              preferred and (only is None or p in only))
             if new != current:
                 updates.append((p, new, stat.version))
+                before[p] = current
             else:
                 current_infos[(topic, p)] = PartitionInfo(current, stat.version, tuple(replicas), assignment.topic_id)
         if not creates and not updates:
@@ -689,6 +707,11 @@ class ClusterController:
         for p, state, _ in updates:
             log.info("%s-%d: leader %d, epoch %d, isr %s", topic, p, state.leader, state.leader_epoch,
                      list(state.isr))
+            if is_unclean(before[p], state):
+                self.unclean_elections += 1
+                log.warning("%s-%d: unclean leader election: broker %d was not in the ISR %s; records the old ISR "
+                            "acknowledged beyond broker %d's log end are lost (unclean.leader.election.enable)",
+                            topic, p, state.leader, list(before[p].isr), state.leader)
         written = {(topic, p): PartitionInfo(state, 0, tuple(assignment.partitions[p]), assignment.topic_id)
                    for p, state in creates}
         written.update({(topic, p): PartitionInfo(state, version + 1, tuple(assignment.partitions[p]),

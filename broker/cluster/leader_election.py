@@ -13,11 +13,12 @@ Owns how a partition's `PartitionState` changes when brokers come and go, with n
 - controlled shutdown: brokers shutting down count as gone for leadership and the ISR, except that
   a shutting-down leader with no other live ISR replica keeps leading (the partition stays online);
 - preferred leader: when the first assigned replica is live, not shutting down and in the ISR, it
-  takes leadership back (a new leader epoch).
+  takes leadership back (a new leader epoch); the auto leader rebalance does so only for brokers whose share
+  of partitions led elsewhere is above `leader.imbalance.per.broker.percentage` (`rebalance_candidates`).
 """
 from __future__ import annotations
 
-from typing import Collection, Sequence
+from typing import Collection, Mapping, Sequence
 
 from broker.cluster.zk_layout import PartitionState
 
@@ -71,3 +72,29 @@ def next_state(replicas: Sequence[int], state: PartitionState, live: Collection[
     if preferred and replicas and new.leader != replicas[0] and replicas[0] in eligible and replicas[0] in new.isr:
         new = PartitionState(replicas[0], state.leader_epoch + 1, new.isr, controller_epoch)
     return new
+
+
+def rebalance_candidates(partitions: Mapping[tuple[str, int], tuple[Sequence[int], PartitionState]],
+                         live: Collection[int], shutting_down: Collection[int],
+                         percentage: int) -> set[tuple[str, int]]:
+    """The partitions the auto leader rebalance moves back to their preferred replica (Kafka's
+    checkAndTriggerAutoLeaderRebalance): for each broker, the share of the partitions it is the preferred
+    replica of that another replica leads; when that share is above `percentage` %, each of those partitions
+    whose preferred replica is live, not shutting down and in the ISR. `partitions`: replicas and state."""
+    preferred_by: dict[int, list[tuple[str, int]]] = {}
+    for tp, (replicas, _) in partitions.items():
+        if replicas:
+            preferred_by.setdefault(replicas[0], []).append(tp)
+    out: set[tuple[str, int]] = set()
+    for broker, tps in preferred_by.items():
+        elsewhere = [tp for tp in tps if partitions[tp][1].leader != broker]
+        if len(elsewhere) * 100 <= percentage * len(tps) or broker not in live or broker in shutting_down:
+            continue
+        out.update(tp for tp in elsewhere if broker in partitions[tp][1].isr)
+    return out
+
+
+def is_unclean(before: PartitionState, after: PartitionState) -> bool:
+    """Whether `after` made a leader that was not in `before`'s ISR: what the old ISR acknowledged beyond the
+    new leader's log end is gone."""
+    return after.leader != NO_LEADER and after.leader != before.leader and after.leader not in before.isr

@@ -14,9 +14,10 @@ from confluent_kafka.admin import AdminClient
 from deltalake import DeltaTable
 
 from connectors.offset_manager import OffsetManager, end_offsets
+from jobs import class_archive
 from tests.support.clients import create_topic
-from tests.support.jobs import (REPO, event_ids, finish, job_runs, kill, produce_events, run_job, stream_settings,
-                                table_versions)
+from tests.support.jobs import (REPO, driver_jvm_archives, event_ids, finish, job_runs, kill, produce_events, run_job,
+                                stream_settings, table_versions)
 
 pytestmark = [pytest.mark.slow, pytest.mark.timeout(900)]
 
@@ -116,6 +117,9 @@ def test_reprocess_replace_beside_a_running_stream_fences_it_and_nothing_is_lost
         while table_versions(table) < 3 and stream.poll() is None and time.monotonic() < deadline:
             time.sleep(0.2)
         assert stream.poll() is None, "the stream is running"
+        archive = class_archive.usable()
+        assert archive is not None, "make builds the Spark class archive (make .stamps/spark-classes)"
+        assert str(archive) in driver_jvm_archives(stream), "the job's driver JVM maps its classes from the archive"
         rp = run_job("reprocess", {"source.bootstrap.servers": bootstrap, "source.topics": "events",
                                    "sink.table.path": table, "sink.app.id": "app", "reprocess.mode": "replace"})
         produce_events(bootstrap, "events", 1500, 500)   # the stream has new work while the replace runs

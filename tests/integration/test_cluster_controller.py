@@ -6,6 +6,7 @@ higher controller epoch, and Kafka's replication-factor error. Brokers here are 
 from __future__ import annotations
 
 import json
+import logging
 from typing import Callable
 
 import pytest
@@ -23,12 +24,12 @@ from tests.support.waiting import wait_for
 class Member:
     """A registered broker id with its own session; `controller` runs if it wins the election."""
 
-    def __init__(self, make: Callable[..., ZkClient], connect: str, broker_id: int) -> None:
+    def __init__(self, make: Callable[..., ZkClient], connect: str, broker_id: int, unclean: bool = False) -> None:
         self.broker_id = broker_id
         self.zk = make(connect)
         BrokerMembership(self.zk, BrokerRegistration(broker_id, "127.0.0.1", 9000 + broker_id)).register()
         self.election = ControllerElection(self.zk, broker_id, on_elected=self._elected, on_resigned=self._resigned)
-        self.controller = ClusterController(self.zk, self.election)
+        self.controller = ClusterController(self.zk, self.election, unclean_leader_election=unclean)
         self.is_controller = False
 
     def _elected(self, token) -> None:
@@ -48,8 +49,8 @@ def states(zk: ZkClient, topic: str) -> dict[int, PartitionState]:
     return out
 
 
-def start_cluster(make, connect, ids=(1, 2, 3)) -> dict[int, Member]:
-    members = {b: Member(make, connect, b) for b in ids}
+def start_cluster(make, connect, ids=(1, 2, 3), unclean: bool = False) -> dict[int, Member]:
+    members = {b: Member(make, connect, b, unclean) for b in ids}
     for m in members.values():
         m.election.start()
     wait_for(lambda: [m for m in members.values() if m.is_controller], what="a controller")
@@ -108,6 +109,30 @@ def test_an_offline_partition_keeps_its_last_isr_member_and_elects_it_when_it_re
     led = wait_for(lambda: (s := states(admin, "t")[0]).leader == others[0] and s, what="the ISR member leading")
     assert led.leader_epoch > offline.leader_epoch and led.isr == (others[0],)
     assert back.broker_id not in led.isr
+
+
+def test_an_unclean_election_elects_a_live_replica_outside_the_isr_and_says_what_is_lost(zk_connect, zk_clients, caplog):
+    """unclean.leader.election.enable: when the partition's last ISR member is gone, a live replica outside the ISR
+    leads; the controller logs the partition and the loss it implies, and counts it (pylog_unclean_leader_elections)."""
+    members = start_cluster(zk_clients, zk_connect, unclean=True)
+    admin = zk_clients(zk_connect)
+    ctl = controller_of(members)
+    others = [b for b in members if b != ctl.broker_id]
+    admin.kazoo.create("/brokers/topics/u", TopicAssignment("u", {0: others}).encode())
+    wait_for(lambda: admin.kazoo.exists(zk_layout.partition_state_path("u", 0)), what="the partition state")
+    members[others[1]].zk.stop()
+    wait_for(lambda: states(admin, "u")[0].isr == (others[0],), what="the follower out of the ISR")
+    assert ctl.controller.unclean_elections == 0
+    with caplog.at_level(logging.WARNING, logger="broker.cluster.controller"):
+        members[others[0]].zk.stop()
+        Member(zk_clients, zk_connect, others[1], unclean=True)        # back, behind: the only live replica
+        led = wait_for(lambda: (s := states(admin, "u")[0]).leader == others[1] and s, what="the unclean leader")
+        ctl.controller.wait_idle()
+    assert led.isr == (others[1],) and ctl.controller.unclean_elections == 1
+    lines = [r.getMessage() for r in caplog.records if "unclean leader election" in r.getMessage()]
+    assert lines == [f"u-0: unclean leader election: broker {others[1]} was not in the ISR [{others[0]}]; records the "
+                     f"old ISR acknowledged beyond broker {others[1]}'s log end are lost "
+                     "(unclean.leader.election.enable)"]
 
 
 def test_a_new_controller_carries_on_with_a_higher_epoch_and_deletes_topics(zk_connect, zk_clients):

@@ -47,7 +47,7 @@ def racked_cluster(zookeeper: LocalZooKeeper, root: Path, name: str) -> Iterator
                      launcher=lambda i, data, settings: BrokerProcess(data, settings={**settings,
                                                                                       "broker.rack": RACKS[i]}))
     try:
-        c.start()
+        c.start(timeout_s=120)         # started beside the suite's first Spark JVMs: the busiest minutes of a run
         yield c
     finally:
         c.close()

@@ -113,6 +113,27 @@ def kill_loop(start: Callable[[], subprocess.Popen], table: Path | Callable[[], 
     return kills
 
 
+def driver_jvm_archives(proc: subprocess.Popen) -> list[str]:
+    """The class-data archives (.jsa) the Spark driver JVM under the job process `proc` has mapped (jobs/class_archive.py)."""
+    children: dict[int, list[int]] = {}
+    for entry in Path("/proc").iterdir():
+        try:
+            stat = (entry / "stat").read_text()
+            children.setdefault(int(stat[stat.rfind(")") + 2:].split()[1]), []).append(int(entry.name))
+        except (OSError, ValueError):
+            continue
+    todo, found = [proc.pid], set()
+    while todo:
+        pid = todo.pop()
+        try:
+            if (Path(f"/proc/{pid}/exe").resolve().name == "java"):
+                found |= {ln.split()[-1] for ln in Path(f"/proc/{pid}/maps").read_text().splitlines() if ln.endswith(".jsa")}
+        except OSError:
+            pass
+        todo += children.get(pid, [])
+    return sorted(found)
+
+
 def table_versions(path: Path) -> int:
     log = path / "_delta_log"
     return len(list(log.glob("*.json"))) if log.exists() else 0

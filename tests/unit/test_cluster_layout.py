@@ -11,7 +11,8 @@ import pytest
 
 from broker.cluster import zk_layout
 from broker.cluster.assignment import assign_replicas
-from broker.cluster.leader_election import NO_LEADER, initial_state, next_state, offline_leader, on_brokers_changed
+from broker.cluster.leader_election import (NO_LEADER, initial_state, is_unclean, next_state, offline_leader,
+                                          on_brokers_changed, rebalance_candidates)
 from broker.cluster.zk_layout import BrokerRegistration, PartitionState, TopicAssignment, ZkDataError
 from kafka_protocol.errors import InvalidPartitionsError, InvalidReplicaAssignmentError, InvalidReplicationFactorError
 
@@ -180,3 +181,30 @@ def test_the_preferred_replica_takes_leadership_back_when_live_and_in_sync():
     behind = PartitionState(2, 4, (2, 3), 7)
     assert next_state([1, 2, 3], behind, {1, 2, 3}, set(), 8, preferred=True) == behind, "not while out of sync"
     assert next_state([1, 2, 3], state, {1, 2, 3}, {1}, 8, preferred=True).leader == 2, "not while shutting down"
+
+
+def test_the_auto_rebalance_moves_a_brokers_leaders_back_only_past_the_imbalance_percentage():
+    """Kafka's rule (checkAndTriggerAutoLeaderRebalance): broker 0 prefers ten partitions; one led elsewhere is
+    10 %, not above the default 10 %, so nothing moves; two are 20 %, and both move back, except where broker 0 is
+    out of the ISR, dead or shutting down."""
+    def state(leader: int, isr: tuple[int, ...] = (0, 1)) -> PartitionState:
+        return PartitionState(leader, 3, isr, 1)
+    parts = {("t", p): ((0, 1), state(0)) for p in range(10)}
+    parts[("t", 0)] = ((0, 1), state(1))
+    parts[("u", 0)] = ((1, 0), state(0))           # broker 1's only preferred partition, led by 0: 100 %
+    assert rebalance_candidates(parts, {0, 1}, set(), 10) == {("u", 0)}
+    parts[("t", 1)] = ((0, 1), state(1))
+    assert rebalance_candidates(parts, {0, 1}, set(), 10) == {("t", 0), ("t", 1), ("u", 0)}
+    assert rebalance_candidates(parts, {0, 1}, set(), 20) == {("u", 0)}
+    parts[("t", 1)] = ((0, 1), state(1, isr=(1,)))  # 0 is behind on this one: it stays where it is
+    assert rebalance_candidates(parts, {0, 1}, set(), 10) == {("t", 0), ("u", 0)}
+    assert rebalance_candidates(parts, {1}, set(), 10) == {("u", 0)}       # broker 0 is gone: only 1 can move
+    assert rebalance_candidates(parts, {0, 1}, {0}, 10) == {("u", 0)}
+
+
+def test_an_election_outside_the_isr_is_unclean_and_nothing_else_is():
+    old = PartitionState(0, 5, (0,), 1)
+    assert is_unclean(old, PartitionState(2, 6, (2,), 1))
+    assert not is_unclean(PartitionState(0, 5, (0, 2), 1), PartitionState(2, 6, (2,), 1))
+    assert not is_unclean(old, PartitionState(NO_LEADER, 6, (0,), 1))
+    assert not is_unclean(old, PartitionState(0, 6, (0, 2), 1))
