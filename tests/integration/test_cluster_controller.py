@@ -87,16 +87,22 @@ def test_a_new_topic_gets_leaders_and_isr_and_brokers_leaving_move_leadership_wi
         assert after[p].leader_epoch == (1 if victim in replicas else 0)
 
 
-def test_an_offline_partition_keeps_its_last_isr_member_and_elects_it_when_it_returns(zk_connect, zk_clients):
-    members = start_cluster(zk_clients, zk_connect)
+def _follower_gone(zk_clients, zk_connect, topic: str, unclean: bool = False):
+    """Three members; a partition of `topic` on the two that are not the controller (leader others[0]), whose
+    follower others[1] has gone and left the ISR. (members, admin, controller, others)."""
+    members = start_cluster(zk_clients, zk_connect, unclean=unclean)
     admin = zk_clients(zk_connect)
     ctl = controller_of(members)
     others = [b for b in members if b != ctl.broker_id]
-    # a partition on the two brokers that are not the controller, leader others[0]
-    admin.kazoo.create("/brokers/topics/t", TopicAssignment("t", {0: others}).encode())
-    wait_for(lambda: admin.kazoo.exists(zk_layout.partition_state_path("t", 0)), what="the partition state")
+    admin.kazoo.create(f"/brokers/topics/{topic}", TopicAssignment(topic, {0: others}).encode())
+    wait_for(lambda: admin.kazoo.exists(zk_layout.partition_state_path(topic, 0)), what="the partition state")
     members[others[1]].zk.stop()
-    wait_for(lambda: states(admin, "t")[0].isr == (others[0],), what="the follower out of the ISR")
+    wait_for(lambda: states(admin, topic)[0].isr == (others[0],), what="the follower out of the ISR")
+    return members, admin, ctl, others
+
+
+def test_an_offline_partition_keeps_its_last_isr_member_and_elects_it_when_it_returns(zk_connect, zk_clients):
+    members, admin, ctl, others = _follower_gone(zk_clients, zk_connect, "t")
     members[others[0]].zk.stop()
     offline = wait_for(lambda: (s := states(admin, "t")[0]).leader == -1 and s, what="no leader")
     assert offline.isr == (others[0],)          # kept, so that no un-replicated broker is elected
@@ -114,14 +120,7 @@ def test_an_offline_partition_keeps_its_last_isr_member_and_elects_it_when_it_re
 def test_an_unclean_election_elects_a_live_replica_outside_the_isr_and_says_what_is_lost(zk_connect, zk_clients, caplog):
     """unclean.leader.election.enable: when the partition's last ISR member is gone, a live replica outside the ISR
     leads; the controller logs the partition and the loss it implies, and counts it (pylog_unclean_leader_elections)."""
-    members = start_cluster(zk_clients, zk_connect, unclean=True)
-    admin = zk_clients(zk_connect)
-    ctl = controller_of(members)
-    others = [b for b in members if b != ctl.broker_id]
-    admin.kazoo.create("/brokers/topics/u", TopicAssignment("u", {0: others}).encode())
-    wait_for(lambda: admin.kazoo.exists(zk_layout.partition_state_path("u", 0)), what="the partition state")
-    members[others[1]].zk.stop()
-    wait_for(lambda: states(admin, "u")[0].isr == (others[0],), what="the follower out of the ISR")
+    members, admin, ctl, others = _follower_gone(zk_clients, zk_connect, "u", unclean=True)
     assert ctl.controller.unclean_elections == 0
     with caplog.at_level(logging.WARNING, logger="broker.cluster.controller"):
         members[others[0]].zk.stop()

@@ -284,7 +284,6 @@ def test_grow_to_four_brokers_and_shrink_back_under_load_losing_nothing(cluster:
     shares; then `pylog cluster decommission` empties it again and it stops. All the while an acks=all idempotent
     producer writes and a consumer group reads: every acknowledged record is there once, the group keeps
     consuming, and each partition's replicas end byte-identical."""
-    from confluent_kafka import Consumer
     from pylog.launch.process import BrokerProcess
     from tests.support.cluster import SETTINGS
     topic = unique_name("grown")
@@ -292,48 +291,56 @@ def test_grow_to_four_brokers_and_shrink_back_under_load_losing_nothing(cluster:
     wait_full_isr(cluster.bootstrap, topic, 4, replicas=2)
     producer = AckedProducer(cluster.bootstrap, topic, partitions=4)
     producer.start()
-    group = unique_name("g")
-    reader = Consumer({"bootstrap.servers": cluster.bootstrap, "group.id": group, "auto.offset.reset": "earliest",
-                       "enable.auto.commit": True, "auto.commit.interval.ms": 200})
-    reader.subscribe([topic])
-    read: list[int] = []
-
-    def read_some(seconds: float) -> None:
-        deadline = time.monotonic() + seconds
-        while time.monotonic() < deadline:
-            m = reader.poll(0.1)
-            if m is not None and m.error() is None:
-                read.append(int(m.key()))
-
+    reader = _GroupReader(cluster, topic)
     fourth = BrokerProcess(tmp_path / "broker-3", settings={**SETTINGS, "broker.id": 3, "broker.rack": "zone-b",
                                                             "zookeeper.connect": cluster.zk_connect}).start()
     try:
         wait_for(lambda: 3 in {b.id for b in _admin(cluster).list_topics(timeout=10).brokers.values()}, 30,
                  "broker 3 in the cluster")
-        read_some(1.0)
+        reader.read_for(1.0)
         grown = _cluster_cmd(cluster, "add-broker", "--broker", "3", "--execute", "--wait", "120")
         assert grown.returncode == 0 and "move(s) completed" in grown.stdout, grown.stdout + grown.stderr
         counts = _replica_counts(cluster)
         assert counts[3] >= 1 and max(counts.values()) - min(counts.values()) <= 1, counts    # even shares
-        read_some(1.0)
-        before = len(read)
+        reader.read_for(1.0)
+        before = len(reader.read)
         shrunk = _cluster_cmd(cluster, "decommission", "--broker", "3", "--execute", "--wait", "120")
         assert shrunk.returncode == 0 and "move(s) completed" in shrunk.stdout, shrunk.stdout + shrunk.stderr
         assert _replica_counts(cluster).get(3, 0) == 0
-        deadline = time.monotonic() + 30          # its coordinator may have moved with __consumer_offsets
-        while len(read) <= before and time.monotonic() < deadline:
-            read_some(0.5)
-        assert len(read) > before, "the group kept consuming through the moves"
+        assert reader.reads_beyond(before), "the group kept consuming through the moves"
     finally:
         fourth.close()
-    producer.finish()
-    assert producer.failed == [] and len(producer.acked) == producer.sent
-    keys = [int(m.key()) for m in consume(cluster.bootstrap, topic, range(4), producer.sent, timeout=60)]
-    assert sorted(keys) == sorted(producer.acked), "every acknowledged record, once"
     reader.close()
-    for p, m in _partition_meta(cluster, topic).items():      # each partition's two replicas, byte for byte
-        wait_for(lambda: len({hashlib.sha256(log_bytes(cluster, b, topic, p)).digest() for b in m.replicas}) == 1,
-                 30, f"byte-identical replicas of {topic}-{p}")
+    _every_acked_record_once_in_identical_replicas(cluster, producer, topic, 4)
+
+
+class _GroupReader:
+    """A consumer group member reading `topic` from its start, committing as it goes; `read` holds the keys read."""
+
+    def __init__(self, cluster: LocalCluster, topic: str) -> None:
+        from confluent_kafka import Consumer
+        self.consumer = Consumer({"bootstrap.servers": cluster.bootstrap, "group.id": unique_name("g"), "log_level": 0,
+                                  "auto.offset.reset": "earliest", "enable.auto.commit": True,
+                                  "auto.commit.interval.ms": 200})
+        self.consumer.subscribe([topic])
+        self.read: list[int] = []
+
+    def read_for(self, seconds: float) -> None:
+        deadline = time.monotonic() + seconds
+        while time.monotonic() < deadline:
+            m = self.consumer.poll(0.1)
+            if m is not None and m.error() is None:
+                self.read.append(int(m.key()))
+
+    def reads_beyond(self, count: int, timeout_s: float = 30) -> bool:
+        """Whether it reads past `count` records within `timeout_s` (its coordinator may have moved meanwhile)."""
+        deadline = time.monotonic() + timeout_s
+        while len(self.read) <= count and time.monotonic() < deadline:
+            self.read_for(0.5)
+        return len(self.read) > count
+
+    def close(self) -> None:
+        self.consumer.close()
 
 
 def _replica_counts(cluster: LocalCluster) -> dict[int, int]:
@@ -350,3 +357,45 @@ def _replica_counts(cluster: LocalCluster) -> dict[int, int]:
 def _cluster_cmd(cluster: LocalCluster, *args: str) -> subprocess.CompletedProcess[str]:
     return subprocess.run([sys.executable, "-m", "pylog", "cluster", *args, "--bootstrap-server", cluster.bootstrap],
                           capture_output=True, text=True, timeout=180)
+
+
+def test_a_rolling_restart_under_load_moves_leadership_first_and_loses_nothing(cluster: LocalCluster) -> None:
+    """Each broker in turn is stopped with SIGTERM and started again, the next one only once every replica is back in
+    sync (as operators do), while an acks=all idempotent producer writes and a consumer group reads. Controlled
+    shutdown moves each broker's leaderships away before it stops (its log says so, and it exits 0); the producer
+    sees no failed delivery, every acknowledged record is in the topic once, the group reads after the last
+    restart, and the replicas end byte-identical."""
+    topic = unique_name("rolling")
+    _create(cluster, topic, partitions=3, rf=3)
+    wait_full_isr(cluster.bootstrap, topic, 3)
+    producer = AckedProducer(cluster.bootstrap, topic, partitions=3)
+    producer.start()
+    reader = _GroupReader(cluster, topic)
+    try:
+        for b in sorted(cluster.brokers):
+            reader.read_for(1.0)
+            led = [p for p, m in _partition_meta(cluster, topic).items() if m.leader == b]
+            assert cluster.stop_broker(b) == 0, cluster.broker(b).log_text()[-3000:]
+            log_text = cluster.broker(b).log_text()
+            if led:
+                assert "controlled shutdown: leadership moved away" in log_text, log_text[-3000:]
+            cluster.broker(b).start()
+            cluster.wait_ready()
+            wait_full_isr(cluster.bootstrap, topic, 3, timeout_s=60)
+        assert reader.reads_beyond(len(reader.read)), "the group reads after the last restart"
+    finally:
+        reader.close()
+    _every_acked_record_once_in_identical_replicas(cluster, producer, topic, 3)
+
+
+def _every_acked_record_once_in_identical_replicas(cluster: LocalCluster, producer: AckedProducer, topic: str,
+                                                   partitions: int) -> None:
+    """The producer stops; it saw no failed delivery, the topic holds every acknowledged record once, and each
+    partition's replicas are byte for byte the same."""
+    producer.finish()
+    assert producer.failed == [] and len(producer.acked) == producer.sent
+    keys = [int(m.key()) for m in consume(cluster.bootstrap, topic, range(partitions), producer.sent, timeout=60)]
+    assert sorted(keys) == sorted(producer.acked), "every acknowledged record, once"
+    for p, m in _partition_meta(cluster, topic).items():
+        wait_for(lambda: len({hashlib.sha256(log_bytes(cluster, b, topic, p)).digest() for b in m.replicas}) == 1,
+                 30, f"byte-identical replicas of {topic}-{p}")
