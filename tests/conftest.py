@@ -42,7 +42,7 @@ FILE_SECONDS = {"tests/e2e/test_delta_spark.py": 510, "tests/e2e/test_jobs_exact
                 "tests/integration/test_cluster_replication.py": 115, "tests/e2e/test_spark_cluster.py": 105,
                 "tests/integration/test_kafka_cli_tools.py": 90, "tests/e2e/test_jobs_leader_change.py": 80,
                 "tests/e2e/test_exactly_once_topic_sink.py": 50, "tests/e2e/test_spark_batch.py": 40,
-                "tests/e2e/test_demo.py": 40, "tests/integration/test_cluster_operations.py": 35,
+                "tests/e2e/test_demo.py": 40, "tests/integration/test_cluster_operations.py": 60,
                 "tests/e2e/test_docs_security.py": 35, "tests/e2e/test_exactly_once_model.py": 30,
                 "tests/integration/test_security_clients.py": 35,
                 "tests/e2e/test_console_browser.py": 15}   # alone: 13-15 s (a broker, two consoles, chromium)

@@ -314,6 +314,55 @@ def test_grow_to_four_brokers_and_shrink_back_under_load_losing_nothing(cluster:
     _every_acked_record_once_in_identical_replicas(cluster, producer, topic, 4)
 
 
+def test_a_move_survives_its_target_and_the_controller_killed_and_completes_when_they_return(
+        cluster: LocalCluster) -> None:
+    """Faults during a reassignment: the partition moves from the controller's broker C and X to X and Y. Y is
+    frozen before it can copy anything, then SIGKILLed, then C, the controller, is SIGKILLed too: the move stays
+    listed with Y still adding, never half-applied, and the partition keeps serving from X. When both come back,
+    the move completes (under the new controller): replicas X and Y, byte-identical, every record once, and C
+    deletes its copy."""
+    from confluent_kafka.admin import NewTopic
+    from pylog.tools.wire_admin import WireAdmin
+    topic = unique_name("faults")
+    admin = _admin(cluster)
+    c = admin.list_topics(timeout=10).controller_id
+    x, y = [b for b in sorted(cluster.brokers) if b != c]
+    admin.create_topics([NewTopic(topic, 1, replica_assignment=[[c, x]])])[topic].result(30)
+    wait_for(lambda: len(_partition_meta(cluster, topic)[0].isrs) == 2, 15, "full ISR")
+    producer = _producer(cluster)
+    for i in range(300):
+        producer.produce(topic, value=b"f%d" % i, partition=0)
+    assert producer.flush(30) == 0
+    cluster.freeze(y)
+    with WireAdmin(cluster.bootstrap) as wire:
+        assert wire.alter_reassignments({(topic, 0): [x, y]})[(topic, 0)] == (ErrorCode.none, None)
+    cluster.thaw(y)        # SIGKILL needs no thaw, but a frozen process's session would hide the kill's timing
+    cluster.kill(y)
+    cluster.kill(c)
+    survivor = cluster.broker(x).bootstrap
+    at_x = _admin_at(survivor)
+    wait_for(lambda: at_x.list_topics(timeout=5).controller_id == x, 60, f"broker {x} controller")
+    with WireAdmin(survivor) as wire:
+        replicas, adding, removing = wire.list_reassignments()[(topic, 0)]
+        assert (sorted(replicas), adding, removing) == (sorted([c, x, y]), [y], [c])   # neither done nor undone
+    assert [m.value() for m in consume(survivor, topic, [0], 300)] == [b"f%d" % i for i in range(300)]
+    cluster.restart(y)
+    cluster.restart(c)
+    cluster.wait_ready()
+    with WireAdmin(cluster.bootstrap) as wire:
+        wait_for(lambda: (topic, 0) not in wire.list_reassignments(), 60, "the move completed")
+    assert sorted(_partition_meta(cluster, topic)[0].replicas) == sorted([x, y])
+    wait_for(lambda: not (cluster.broker(c).data_dir / f"{topic}-0").exists(), 30, f"broker {c}'s copy deleted")
+    wait_for(lambda: log_bytes(cluster, x, topic, 0) == log_bytes(cluster, y, topic, 0), 30, "identical replicas")
+    assert [m.value() for m in consume(cluster.bootstrap, topic, [0], 300)] == [b"f%d" % i for i in range(300)]
+    wait_full_isr(cluster.bootstrap, "__consumer_offsets", 5, timeout_s=60)     # the cluster whole again
+
+
+def _admin_at(bootstrap: str) -> "AdminClient":
+    from confluent_kafka.admin import AdminClient
+    return AdminClient({"bootstrap.servers": bootstrap, "log_level": 0})
+
+
 class _GroupReader:
     """A consumer group member reading `topic` from its start, committing as it goes; `read` holds the keys read."""
 
