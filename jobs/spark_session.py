@@ -98,13 +98,13 @@ def build_session(cfg: JobConfig, app_name: str, *, delta_spark: bool = False) -
          .config("spark.sql.shuffle.partitions", cfg.get("spark.sql.shuffle.partitions", "4"))
          .config("spark.sql.session.timeZone", "UTC"))
     global _log_file
-    jvm = [class_archive.jvm_options()]      # the driver's classes mapped from the archive `make` built
+    jvm = class_archive.jvm_options()      # the driver's classes mapped from the archive `make` built
     if LOG4J.exists():
         _log_file = job_log_file(cfg)
         _log_file.parent.mkdir(parents=True, exist_ok=True)
-        jvm.append(f"-Dlog4j2.configurationFile={LOG4J} -Dpylog.log.file={_log_file}")
-    if any(jvm):
-        b = b.config("spark.driver.extraJavaOptions", " ".join(filter(None, jvm)))
+        jvm = f"{jvm} -Dlog4j2.configurationFile={LOG4J} -Dpylog.log.file={_log_file}".strip()
+    if jvm:
+        b = b.config("spark.driver.extraJavaOptions", jvm)
     shield_spark_jvm(_log_file)
     for k, v in cfg.values.items():
         if k.startswith("spark.") and k not in ("spark.master", "spark.log.level"):

@@ -19,6 +19,7 @@ from __future__ import annotations
 import argparse
 import json
 import random
+import time
 from pathlib import Path
 from typing import Any
 
@@ -246,7 +247,6 @@ def run_membership(args: argparse.Namespace) -> int:
 
 
 def _wait_moves(admin: WireAdmin, plan: dict[TP, list[int]], timeout_s: float) -> int:
-    import time
     deadline = time.monotonic() + timeout_s
     while True:
         moving = set(admin.list_reassignments()) & set(plan)
