@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import datetime
 import uuid
+from typing import Any, Callable
 
 import pytest
 from kio.schema.create_partitions.v3.request import CreatePartitionsRequest, CreatePartitionsTopic
@@ -352,9 +353,20 @@ def test_alter_configs_replaces_every_override(pair, topic):
         resource_type=TOPIC, resource_name=topic, configuration_keys=("cleanup.policy", "retention.ms",
                                                                       "segment.bytes")),),
         include_synonyms=False, include_documentation=False)
+    def shows(name: str, value: str) -> Callable[[Any], bool]:
+        return lambda r: any(c.name == name and c.value == value for c in r.results[0].configs)
+
+    def settled(name: str, value: str) -> None:
+        """pylog shows the change at once; Kafka answers AlterConfigs before its own DescribeConfigs shows it (a
+        broker applies a topic's config from a ZooKeeper notification), so Kafka is asked until it does."""
+        assert shows(name, value)(pair.send("pylog", describe))
+        pair.wait_until(describe, shows(name, value))
+
     pair.same(_alter(topic, {"retention.ms": "1000", "segment.bytes": "2000000"}))
+    settled("retention.ms", "1000")
     pair.same(describe, ignore={"config_type"})
     pair.same(_alter(topic, {"cleanup.policy": "compact"}))      # retention.ms and segment.bytes go back
+    settled("cleanup.policy", "compact")
     p, _ = pair.same(describe, ignore={"config_type"})
     values = {c.name: (c.value, c.config_source) for c in p.results[0].configs}
     assert values["cleanup.policy"][0] == "compact" and values["retention.ms"][0] == "604800000"
