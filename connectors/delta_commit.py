@@ -27,7 +27,6 @@ from __future__ import annotations
 
 import logging
 from dataclasses import dataclass, field
-from pathlib import Path
 from typing import Any, Callable, Literal, Mapping
 
 import pyarrow as pa
@@ -56,6 +55,7 @@ from connectors.offset_txns import (
     topic_ids_to_txns,
 )
 from connectors.parquet_files import missing_files, remove_files
+from connectors.table_location import TableFiles, TableLocation, TableRef
 from sparklog.offsets import PartitionOffsets, TopicPartition, to_json
 
 log = logging.getLogger(__name__)
@@ -69,7 +69,7 @@ __all__ = ["BatchCommit", "SchemaMismatchError", "FencedError", "CommitConflictE
 
 @dataclass
 class BatchCommit:
-    table_path: str
+    table_path: TableRef
     app_id: str
     batch_id: int
     files: list[dict[str, Any]]
@@ -86,29 +86,33 @@ class BatchCommit:
     hint: str = contiguity.RESTART_JOB   # what a refused batch's error tells the user to do
     run_id: str | None = None   # the job run making the commit (jobs.run_history reads its commits back by it)
 
+    @property
+    def table(self) -> TableLocation:
+        return TableLocation.of(self.table_path)
 
-def open_table(path: str) -> DeltaTable | None:
+
+def open_table(path: TableRef) -> DeltaTable | None:
     try:
-        return DeltaTable(path)
+        return TableLocation.of(path).delta()
     except TableNotFoundError:
         return None
 
 
-def app_state(path: str, app_id: str, version: int | None = None) -> AppState:
+def app_state(path: TableRef, app_id: str, version: int | None = None) -> AppState:
     """What `app_id` has stored in the table, from one consistent snapshot (empty when no table), as of
     `version` when given (a retained version; TableLogError otherwise)."""
-    if not (Path(path) / "_delta_log").exists():
+    if not TableFiles(path).names("_delta_log"):
         return AppState()
     read, txns = read_app_transactions(path, version)
     return AppState.from_txns(read, txns, app_id)
 
 
-def committed_offsets(path: str, app_id: str) -> PartitionOffsets:
+def committed_offsets(path: TableRef, app_id: str) -> PartitionOffsets:
     """{(topic, partition): next offset} stored in the table for `app_id` (empty when none)."""
     return app_state(path, app_id).offsets
 
 
-def current_generation(path: str, app_id: str) -> int | None:
+def current_generation(path: TableRef, app_id: str) -> int | None:
     dt = open_table(path)
     return None if dt is None else dt.transaction_version(generation_app_id(app_id))
 
@@ -161,15 +165,15 @@ def unsupported_features(dt: DeltaTable) -> list[str]:
     return out
 
 
-def check_writable(dt: DeltaTable, path: str) -> None:
+def check_writable(dt: DeltaTable, path: TableRef) -> None:
     """Raise UnsupportedTableError naming the table and every feature the sink cannot write correctly."""
     problems = unsupported_features(dt)
     if problems:
-        raise UnsupportedTableError(path, "pylog-delta cannot write this table: it uses " + "; ".join(problems),
+        raise UnsupportedTableError(str(path), "pylog-delta cannot write this table: it uses " + "; ".join(problems),
                                     dt.version())
 
 
-def table_partition_columns(path: str, wanted: list[str]) -> list[str]:
+def table_partition_columns(path: TableRef, wanted: list[str]) -> list[str]:
     """The partition columns to write an existing table with (its own), checked: the table must be writable,
     and `wanted` (the sink's partitionBy, empty: unset) must be the table's. `wanted` when no table yet."""
     dt = open_table(path)
@@ -178,22 +182,23 @@ def table_partition_columns(path: str, wanted: list[str]) -> list[str]:
     check_writable(dt, path)
     actual = list(dt.metadata().partition_columns)
     if wanted and wanted != actual:
-        raise SchemaMismatchError(path, f"the table is partitioned by {actual or 'nothing'}, but the sink was given "
+        raise SchemaMismatchError(str(path), f"the table is partitioned by {actual or 'nothing'}, but the sink was given "
                                   f"partitionBy {wanted}; set it to the table's or leave it unset")
     return actual
 
 
-def ensure_table(path: str, schema: pa.Schema, partition_by: list[str] | None = None) -> DeltaTable:
+def ensure_table(path: TableRef, schema: pa.Schema, partition_by: list[str] | None = None) -> DeltaTable:
     dt = open_table(path)
     if dt is None:
-        Path(path).mkdir(parents=True, exist_ok=True)
-        dt = DeltaTable.create(path, schema=schema, partition_by=partition_by or None, mode="ignore")
+        loc = TableLocation.of(path)
+        dt = DeltaTable.create(loc.uri, schema=schema, partition_by=partition_by or None, mode="ignore",
+                               storage_options=loc.storage_options() or None)
         log.info("created Delta table %s partitioned by %s", path, partition_by or "nothing")
     check_writable(dt, path)
     return dt
 
 
-def prepare_table(path: str, schema: pa.Schema, partition_by: list[str], merge_schema: bool) -> list[str]:
+def prepare_table(path: TableRef, schema: pa.Schema, partition_by: list[str], merge_schema: bool) -> list[str]:
     """Make `path` ready for a batch of `schema` written by another engine (delta-spark): created if needed,
     checked writable, partitioning checked, new columns added as nullable when `merge_schema` (a commit of
     its own, as commit_batch makes it). Returns the table's partition columns. Raises SchemaMismatchError
@@ -201,7 +206,7 @@ def prepare_table(path: str, schema: pa.Schema, partition_by: list[str], merge_s
     dt = ensure_table(path, schema, partition_by)
     columns = table_partition_columns(path, partition_by)
     table_schema = pa.schema(dt.schema().to_arrow())
-    merged = _delta_schema_compatible(table_schema, schema, merge_schema, path)
+    merged = _delta_schema_compatible(table_schema, schema, merge_schema, str(path))
     if merged is not None:
         new_cols = [f for f in merged if f.name not in table_schema.names]
         dt.alter.add_columns(list(DeltaSchema.from_arrow(pa.schema(new_cols)).fields))
@@ -209,7 +214,7 @@ def prepare_table(path: str, schema: pa.Schema, partition_by: list[str], merge_s
     return columns
 
 
-def add_missing_columns(path: str, columns: pa.Schema) -> None:
+def add_missing_columns(path: TableRef, columns: pa.Schema) -> None:
     """Add the nullable `columns` an existing table lacks (a metadata-only commit; nothing when no table)."""
     dt = open_table(path)
     if dt is None:
@@ -221,13 +226,13 @@ def add_missing_columns(path: str, columns: pa.Schema) -> None:
         log.info("Delta table %s: added nullable columns %s", path, [f.name for f in new])
 
 
-def _refused(dt: DeltaTable, path: str, error: CommitFailedError) -> UnsupportedTableError | None:
+def _refused(dt: DeltaTable, path: TableLocation, error: CommitFailedError) -> UnsupportedTableError | None:
     """The error to stop with when a failed commit was not another writer's commit (None: retry)."""
     if "Unsupported table features" in str(error):
-        return UnsupportedTableError(path, f"pylog-delta cannot write this table: delta-rs refuses it: {error}",
+        return UnsupportedTableError(str(path), f"pylog-delta cannot write this table: delta-rs refuses it: {error}",
                                      dt.version())
-    if DeltaTable(path).version() == dt.version():   # nobody committed: retrying cannot help
-        return UnsupportedTableError(path, f"delta-rs refused the commit: {error}", dt.version())
+    if path.delta().version() == dt.version():   # nobody committed: retrying cannot help
+        return UnsupportedTableError(str(path), f"delta-rs refused the commit: {error}", dt.version())
     return None
 
 
@@ -284,7 +289,7 @@ def _check_lines_up(dt: DeltaTable, c: BatchCommit) -> None:
         return
     state = app_state(c.table_path, c.app_id, dt.version())
     try:
-        contiguity.check(c.table_path, dt.version(), c.app_id, batch_name(c.batch_id, c.generation),
+        contiguity.check(str(c.table_path), dt.version(), c.app_id, batch_name(c.batch_id, c.generation),
                          contiguity.Batch(c.start_offsets, c.end_offsets or {}, c.topic_ids),
                          contiguity.Stored(state.offsets, state.topic_ids), c.hint)
     except NotContiguousError:
@@ -304,7 +309,7 @@ def _merge_schema(dt: DeltaTable, c: BatchCommit) -> bool:
     """Add the batch's new columns (a commit of its own); True when it did, so the caller checks again on the
     table as it is now."""
     table_schema = pa.schema(dt.schema().to_arrow())
-    merged = _delta_schema_compatible(table_schema, c.schema, c.merge_schema, c.table_path)
+    merged = _delta_schema_compatible(table_schema, c.schema, c.merge_schema, str(c.table_path))
     if merged is None:
         return False
     new_cols = [f for f in merged if f.name not in table_schema.names]
@@ -347,7 +352,7 @@ def commit_batch(c: BatchCommit) -> bool:
                                sum(f["num_records"] for f in c.files))
     metadata.update(c.extra_metadata)
     for attempt in range(1, MAX_COMMIT_ATTEMPTS + 1):
-        dt = DeltaTable(c.table_path)
+        dt = c.table.delta()
         reason = _skip_reason(dt, c)
         if reason:
             log.info("Delta table %s: skipping replayed batch %d of %s: %s", c.table_path, c.batch_id, c.app_id, reason)
@@ -367,7 +372,7 @@ def commit_batch(c: BatchCommit) -> bool:
             dt.create_write_transaction(actions, mode=c.mode, schema=dt.schema(),
                                         partition_by=c.partition_by or None, commit_properties=_props(metadata, txns))
         except CommitFailedError as e:
-            refused = _refused(dt, c.table_path, e)
+            refused = _refused(dt, c.table, e)
             if refused is not None:
                 remove_files(c.table_path, c.files)
                 raise refused from None
@@ -387,7 +392,7 @@ def commit_batch(c: BatchCommit) -> bool:
 Starts = Callable[[AppState], PartitionOffsets]   # the declared start, from the app's state on the snapshot
 
 
-def claim_generation(path: str, app_id: str, schema: pa.Schema, partition_by: list[str] | None = None,
+def claim_generation(path: TableRef, app_id: str, schema: pa.Schema, partition_by: list[str] | None = None,
                      starts: Starts | None = None, topic_ids: Mapping[str, str] | None = None) -> AppState:
     """Start a new generation of `app_id` in the table (creating it if needed) and fence older writers.
 
@@ -401,21 +406,22 @@ def claim_generation(path: str, app_id: str, schema: pa.Schema, partition_by: li
     return _declare(path, app_id, schema, partition_by, starts, topic_ids, new_generation=True)
 
 
-def declare_start(path: str, app_id: str, starts: Starts, topic_ids: Mapping[str, str] | None = None) -> AppState:
+def declare_start(path: TableRef, app_id: str, starts: Starts, topic_ids: Mapping[str, str] | None = None) -> AppState:
     """Store new start offsets for `app_id` without a new generation: for a batch write that resumes a
     partition elsewhere than the table's offset because its log changed (a re-created topic, records aged
     out), as failOnDataLoss=false allows after the change was reported."""
     return _declare(path, app_id, None, None, starts, topic_ids, new_generation=False)
 
 
-def _declare(path: str, app_id: str, schema: pa.Schema | None, partition_by: list[str] | None, starts: Starts | None,
-             topic_ids: Mapping[str, str] | None, *, new_generation: bool) -> AppState:
+def _declare(ref: TableRef, app_id: str, schema: pa.Schema | None, partition_by: list[str] | None,
+             starts: Starts | None, topic_ids: Mapping[str, str] | None, *, new_generation: bool) -> AppState:
     """One txn-only commit: a new generation (or the current one) and, with `starts`, the declared start."""
+    path = TableLocation.of(ref)
     if schema is not None:
         ensure_table(path, schema, partition_by)
     what = "claim generation" if new_generation else "declare start"
     for _ in range(MAX_COMMIT_ATTEMPTS):
-        dt = DeltaTable(path)
+        dt = path.delta()
         before = app_state(path, app_id, dt.version())
         current = before.generation
         gen = (0 if current is None else current + 1) if new_generation else current

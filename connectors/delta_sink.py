@@ -17,7 +17,9 @@ table's last batch write), offsets (the data's end offsets as Spark's offset JSO
 with startOffsets (where the data begins: it must be where the table's offsets for the app end),
 topicIds (JSON {topic: id}), readVersion (an overwrite fails instead of replacing commits made
 after it) and writeId (named in the write's file names; a write that fails or is cancelled removes the
-files its tasks left, connectors.orphans; default a new id). `writer_options` builds these options from typed values (what the jobs set); SinkOptions
+files its tasks left, connectors.orphans; default a new id). The path may be an `s3://bucket/prefix`: options
+`storage.<name>` are delta-rs's storage options (e.g. storage.aws_endpoint_url), over the standard AWS
+variables (connectors.table_location). `writer_options` builds these options from typed values (what the jobs set); SinkOptions
 reads them back.
 """
 from __future__ import annotations
@@ -51,6 +53,7 @@ from connectors.delta_commit import (
 from connectors.orphans import remove_uncommitted
 from connectors.parquet_files import remove_files, write_files
 from connectors.spark_checkpoint import kafka_position
+from connectors.table_location import TableLocation, TableRef
 from sparklog.errors import UserError, in_one_line
 from sparklog.offsets import PartitionOffsets, TopicPartition, from_json, to_json
 from sparklog.options import OptionError, check_known
@@ -68,6 +71,7 @@ def _local_path(path: str) -> str:
     return path[len("file:"):] if path.startswith("file:") else path
 
 
+STORAGE_PREFIX = "storage."   # storage.<delta-rs storage option>
 OPTIONS = ("path", "appId", "partitionBy", "mergeSchema", "checkpointLocation", "generation", "batchId", "offsets",
            "startOffsets", "topicIds", "readVersion", "writeId", "runId")
 
@@ -75,13 +79,14 @@ OPTIONS = ("path", "appId", "partitionBy", "mergeSchema", "checkpointLocation", 
 class SinkOptions:
     def __init__(self, options: dict[str, str]) -> None:
         try:
-            check_known(options, OPTIONS, "pylog-delta sink")
+            check_known(options, OPTIONS, "pylog-delta sink", prefixes=(STORAGE_PREFIX,))
         except OptionError as e:
             raise SinkOptionError(str(e)) from None
         o = {k.lower(): v for k, v in options.items()}
         if not o.get("path"):
             raise SinkOptionError("pylog-delta: option 'path' (the Delta table location) is required")
-        self.path = str(Path(_local_path(o["path"])).absolute())
+        self.path = TableLocation.of(o["path"], {k[len(STORAGE_PREFIX):]: v for k, v in o.items()
+                                                  if k.startswith(STORAGE_PREFIX)})
         self.app_id = o.get("appid") or f"pylog-delta:{self.path}"
         self.partition_by = [c.strip() for c in o.get("partitionby", "").split(",") if c.strip()]
         self.merge_schema = self._bool(o, "mergeschema")
@@ -135,14 +140,16 @@ class SinkOptions:
         return v
 
 
-def writer_options(path: str, app_id: str, *, partition_by: Sequence[str] = (), merge_schema: bool = False,
+def writer_options(path: TableRef, app_id: str, *, partition_by: Sequence[str] = (), merge_schema: bool = False,
                    generation: int | None = None, checkpoint: str | None = None, batch_id: int | None = None,
                    offsets: Mapping[TopicPartition, int] | None = None, topic_ids: Mapping[str, str] | None = None,
                    read_version: int | None = None,
                    start_offsets: Mapping[TopicPartition, int] | None = None,
                    write_id: str | None = None, run_id: str | None = None) -> dict[str, str]:
     """The options of a `pylog-delta` write from typed values, as SinkOptions reads them (None: not set)."""
-    out = {"path": path, "appId": app_id, "mergeSchema": "true" if merge_schema else "false"}
+    loc = TableLocation.of(path)
+    out = {"path": loc.uri, "appId": app_id, "mergeSchema": "true" if merge_schema else "false"}
+    out.update({STORAGE_PREFIX + k: v for k, v in loc.options})
     optional: dict[str, object] = {
         "partitionBy": ",".join(partition_by) or None, "generation": generation, "checkpointLocation": checkpoint,
         "batchId": batch_id, "offsets": None if offsets is None else to_json(offsets),
@@ -176,7 +183,7 @@ def _write(opts: SinkOptions, iterator: Iterator[pa.RecordBatch], write_id: str 
 
 def _owner(opts: SinkOptions, generation: int | None) -> checkpoint_owner.Owner:
     dt = open_table(opts.path)
-    return checkpoint_owner.Owner(opts.path, None if dt is None else str(dt.metadata().id), opts.app_id, generation)
+    return checkpoint_owner.Owner(str(opts.path), None if dt is None else str(dt.metadata().id), opts.app_id, generation)
 
 
 def _resolve_generation(opts: SinkOptions, schema: pa.Schema) -> int:
@@ -202,6 +209,7 @@ def _checked(opts: SinkOptions) -> SinkOptions:
     """`opts` with an existing table's own partition columns, after checking (on the driver, before any
     executor writes a file) that the sink can write the table: raises UnsupportedTableError or
     SchemaMismatchError naming the table."""
+    opts.path.check_store()
     opts.partition_by = table_partition_columns(opts.path, opts.partition_by)
     return opts
 

@@ -10,10 +10,11 @@ from sparklog.errors import UserError
 class DeltaSinkError(UserError, RuntimeError):
     """A Delta commit of the sink could not be made; the message names the table and version."""
 
-    def __init__(self, table: str, message: str, version: int | None = None) -> None:
+    def __init__(self, table: object, message: str, version: int | None = None) -> None:
+        """`table`: its path or URI, or a connectors.table_location.TableLocation (shown as its URI)."""
         where = f"Delta table {table}" + (f" (version {version})" if version is not None else "")
         super().__init__(f"{where}: {message}")
-        self.table = table
+        self.table = str(table)
         self.version = version
 
 
@@ -54,3 +55,13 @@ class CheckpointMismatchError(DeltaSinkError):
 class MissingFilesError(DeltaSinkError):
     """Data files a batch wrote were gone before its commit (a VACUUM with a short retention beside the
     writer): committing would add rows nobody can read. Nothing was committed."""
+
+
+class UnsupportedLocationError(DeltaSinkError):
+    """A table URI of a scheme the sink cannot write (it writes local disks and S3-compatible stores)."""
+
+
+class StoreUnreachableError(DeltaSinkError):
+    """The object store a table lives in does not answer, or refuses the credentials: the message names the
+    endpoint and the settings that choose it."""
+

@@ -35,12 +35,14 @@ from sparklog.offset_reader import OffsetReader
 from sparklog.offsets import PartitionOffsets, TopicIds, to_json
 from sparklog.options import OptionError, parse_batch_options, parse_stream_options
 
+from connectors.table_location import TableLocation, TableRef
+
 log = logging.getLogger(__name__)
 
 
 class OffsetManager:
-    def __init__(self, table_path: str, app_id: str) -> None:
-        self.table_path = table_path
+    def __init__(self, table_path: TableRef, app_id: str) -> None:
+        self.table_path = TableLocation.of(table_path)
         self.app_id = app_id
 
     def state(self, version: int | None = None) -> AppState:

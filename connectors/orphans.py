@@ -12,7 +12,8 @@ from __future__ import annotations
 
 import logging
 import re
-from pathlib import Path
+
+from connectors.table_location import TableFiles, TableRef
 
 log = logging.getLogger(__name__)
 
@@ -24,38 +25,28 @@ def file_prefix(write_id: str) -> str:
     return f"part-{write_id}-"
 
 
-def committed(table_path: str, write_id: str, since_version: int) -> bool:
+def committed(table_path: TableRef, write_id: str, since_version: int) -> bool:
     """Whether a commit after `since_version` adds a file of write `write_id`."""
-    log_dir = Path(table_path) / "_delta_log"
-    if not log_dir.is_dir():
-        return False
+    store = TableFiles(table_path)
     needle = file_prefix(write_id)
-    for f in log_dir.iterdir():
-        m = _COMMIT.match(f.name)
+    for name in store.names("_delta_log"):
+        m = _COMMIT.match(name)
         if m and int(m.group(1)) > since_version:
             try:
-                if needle in f.read_text():
+                if needle in store.read_text(f"_delta_log/{name}"):
                     return True
             except FileNotFoundError:   # removed by a log cleanup meanwhile: older than any version of ours
                 continue
     return False
 
 
-def remove_uncommitted(table_path: str, write_id: str, since_version: int) -> list[str]:
+def remove_uncommitted(table_path: TableRef, write_id: str, since_version: int) -> list[str]:
     """Delete the data files of write `write_id` when no commit after `since_version` names one of them;
     the paths removed (relative to the table)."""
-    root = Path(table_path)
-    if "://" in table_path or not root.is_dir() or committed(table_path, write_id, since_version):
+    store = TableFiles(table_path)
+    if not store.exists("") or committed(table_path, write_id, since_version):
         return []
-    removed = []
-    for f in root.rglob(f"{file_prefix(write_id)}*"):
-        if "_delta_log" in f.relative_to(root).parts or not f.is_file():
-            continue
-        try:
-            f.unlink()
-            removed.append(str(f.relative_to(root)))
-        except FileNotFoundError:
-            pass
+    removed = [rel for rel in store.files_named(file_prefix(write_id)) if store.delete(rel)]
     if removed:
         log.info("Delta table %s: removed %d data files of write %s, which did not commit", table_path,
                  len(removed), write_id)

@@ -2,24 +2,24 @@
 
 Owns file naming, Hive-style partition directories (`col=value/`, partition columns left out of
 the files, as Delta expects), UTC normalisation of timestamps, and the per-file facts the driver
-needs for add actions. Never touches the Delta log.
+needs for add actions. Files go through the table's store (connectors.table_location: a local disk or S3).
+Never touches the Delta log.
 """
 from __future__ import annotations
 
 import json
-import os
 import time
 import uuid
 from dataclasses import asdict, dataclass
-from pathlib import Path
 from typing import Iterable, Iterator
-from urllib.parse import quote
+from urllib.parse import quote, unquote
 
 import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
 from connectors.orphans import file_prefix
+from connectors.table_location import TableFiles, TableRef
 
 HIVE_NULL = "__HIVE_DEFAULT_PARTITION__"
 
@@ -72,20 +72,21 @@ def _split(batch: pa.RecordBatch, partition_by: list[str]) -> Iterator[tuple[dic
         yield {k: _partition_value(key[k]) for k in partition_by}, part
 
 
-def write_files(table_path: str, batches: Iterable[pa.RecordBatch], partition_by: list[str],
+def write_files(table_path: TableRef, batches: Iterable[pa.RecordBatch], partition_by: list[str],
                 rows_per_file: int = 1_000_000, write_id: str | None = None) -> list[DataFile]:
     """Write `batches` under `table_path`; returns one DataFile per Parquet file written. With `write_id`, the
     files' names carry it (connectors.orphans removes the files of a write that did not commit)."""
     prefix = file_prefix(write_id) if write_id else "part-"
-    root = Path(table_path)
-    writers: dict[tuple, tuple[pq.ParquetWriter, str, dict, list[int]]] = {}
+    store = TableFiles(table_path)
+    writers: dict[tuple, tuple[pq.ParquetWriter, pa.NativeFile, str, dict, list[int]]] = {}
     files: list[DataFile] = []
 
     def close(key: tuple) -> None:
-        writer, rel, values, count = writers.pop(key)
+        writer, out, rel, values, count = writers.pop(key)
         writer.close()
-        full = root / rel
-        files.append(DataFile(quote(rel, safe="/="), full.stat().st_size, values, count[0], int(time.time() * 1000)))
+        size = out.tell()
+        out.close()   # on S3 the upload completes here
+        files.append(DataFile(quote(rel, safe="/="), size, values, count[0], int(time.time() * 1000)))
 
     for batch in batches:
         if batch.num_rows == 0:
@@ -98,9 +99,9 @@ def write_files(table_path: str, batches: Iterable[pa.RecordBatch], partition_by
             if key not in writers:
                 subdir = "/".join(f"{k}={HIVE_NULL if v is None else v}" for k, v in values.items())
                 rel = (subdir + "/" if subdir else "") + f"{prefix}{uuid.uuid4()}-c000.zstd.parquet"
-                (root / rel).parent.mkdir(parents=True, exist_ok=True)
-                writers[key] = (pq.ParquetWriter(root / rel, part.schema, compression="zstd"), rel, values, [0])
-            writer, _, _, count = writers[key]
+                out = store.open_output(rel)
+                writers[key] = (pq.ParquetWriter(out, part.schema, compression="zstd"), out, rel, values, [0])
+            writer, _, _, _, count = writers[key]
             writer.write_batch(part)
             count[0] += part.num_rows
             if count[0] >= rows_per_file:
@@ -110,19 +111,20 @@ def write_files(table_path: str, batches: Iterable[pa.RecordBatch], partition_by
     return files
 
 
-def remove_files(table_path: str, files: Iterable[dict]) -> None:
+def remove_files(table_path: TableRef, files: Iterable[dict]) -> None:
     """Delete data files that were written but not committed (orphans of a replayed or failed batch)."""
-    from urllib.parse import unquote
-
+    files = list(files)
+    if not files:
+        return
+    store = TableFiles(table_path)
     for f in files:
-        try:
-            os.remove(Path(table_path) / unquote(f["path"]))
-        except FileNotFoundError:
-            pass
+        store.delete(unquote(f["path"]))
 
 
-def missing_files(table_path: str, files: Iterable[dict]) -> list[str]:
+def missing_files(table_path: TableRef, files: Iterable[dict]) -> list[str]:
     """The paths (relative to the table) of written files that are no longer there."""
-    from urllib.parse import unquote
-
-    return [f["path"] for f in files if not (Path(table_path) / unquote(f["path"])).is_file()]
+    files = list(files)
+    if not files:
+        return []
+    store = TableFiles(table_path)
+    return [f["path"] for f in files if not store.is_file(unquote(f["path"]))]

@@ -92,7 +92,7 @@ def run(cfg: JobConfig) -> int:
 
 
 def _load(cfg: JobConfig, record: JobRun) -> int:
-    table = cfg.require("sink.table.path")
+    table = cfg.table()
     app_id = record.app_id
     om = OffsetManager(table, app_id)
     check_value_settings(cfg)
@@ -124,7 +124,7 @@ def _load(cfg: JobConfig, record: JobRun) -> int:
     partition_by, merge_schema = cfg.list("sink.partition.by"), cfg.bool("sink.merge.schema", False)
     with progress:
         if choice.delta_spark:
-            commit_with_delta_spark(spark, rows, SparkBatch(table, app_id, batch_id, None, ends, dict(topic_ids),
+            commit_with_delta_spark(spark, rows, SparkBatch(table.uri, app_id, batch_id, None, ends, dict(topic_ids),
                                                             partition_by, merge_schema, choice.mode, choice.merge_keys,
                                                             start_offsets=starts, run_id=record.run_id))
         else:

@@ -12,6 +12,7 @@ import re
 from pathlib import Path
 from typing import Mapping, overload
 
+from connectors.table_location import TableLocation
 from kafka_protocol.properties import parse_assignments, read_properties
 from kafka_protocol.errors import InvalidConfigError
 
@@ -106,6 +107,12 @@ class JobConfig:
 
     def list(self, key: str) -> list[str]:
         return [x.strip() for x in (self.get(key) or "").split(",") if x.strip()]
+
+    def table(self, key: str = "sink.table.path") -> TableLocation:
+        """The Delta table `key` names, with the store options of `sink.storage.*`."""
+        prefix = "sink.storage."
+        return TableLocation.of(self.require(key), {k[len(prefix):]: v for k, v in self.values.items()
+                                                    if k.startswith(prefix) and v})
 
     def trigger(self) -> dict[str, object]:
         """`trigger` as DataStreamWriter.trigger kwargs: available-now or processing-time=<interval>."""

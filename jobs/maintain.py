@@ -28,6 +28,7 @@ from pathlib import Path
 from typing import Any, Callable, TypeVar
 
 from connectors.delta_commit import app_state, open_table
+from jobs.sink_engine import check_local
 from connectors.offset_manager import OffsetManager
 from connectors.offset_txns import AppState
 from jobs.config import JobConfig, JobConfigError
@@ -158,9 +159,8 @@ def checkpoint(spark: Any, path: str, clean_up_log: bool) -> int:
 
 
 def run(cfg: JobConfig) -> int:
-    path = cfg.require("sink.table.path")
-    if "://" not in path:
-        path = str(Path(path).absolute())
+    check_local(cfg, "job maintain (delta-spark's OPTIMIZE, VACUUM and checkpoint)")
+    path = cfg.table().uri
     if open_table(path) is None:
         raise JobConfigError(f"job maintain: there is no Delta table at {path}")
     with recorded(cfg, cfg.name, DONE):

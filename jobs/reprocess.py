@@ -24,6 +24,7 @@ from typing import Any
 
 from kafka_protocol.timestamps import parse_instant_ms
 from connectors.delta_commit import claim_generation
+from connectors.table_location import TableLocation
 from connectors.delta_sink import arrow_schema, writer_options
 from connectors.delta_spark_commit import SparkBatch, commit_with_delta_spark
 from connectors.offset_manager import LiveLog, OffsetManager, live_log, resume_from, rewind_offsets
@@ -97,7 +98,7 @@ def strict_offsets(given: PartitionOffsets, live: LiveLog) -> PartitionOffsets:
     return out
 
 
-def version_offsets(cfg: JobConfig, table: str, app_id: str, version: int, live: LiveLog) -> PartitionOffsets:
+def version_offsets(cfg: JobConfig, table: TableLocation, app_id: str, version: int, live: LiveLog) -> PartitionOffsets:
     """The offsets `app_id` had stored in `table` as of `version`, checked against the live log."""
     state = OffsetManager(table, app_id).state(version)
     if not state.offsets:
@@ -117,9 +118,9 @@ def run(cfg: JobConfig) -> int:
 def _rebuild(cfg: JobConfig, record: JobRun, mode: str) -> int:
     bootstrap = cfg.require("source.bootstrap.servers")
     topics = cfg.list("source.topics")
-    table = cfg.require("sink.table.path")
+    table = cfg.table()
     app_id = record.app_id
-    target = table if mode == "replace" else cfg.require("reprocess.target.path")
+    target = table if mode == "replace" else cfg.table("reprocess.target.path")
     check_value_settings(cfg)
     kind, value = parse_from(cfg)
     live = live_log(source_options(cfg))
@@ -154,7 +155,7 @@ def _rebuild(cfg: JobConfig, record: JobRun, mode: str) -> int:
     with progress:
         if choice.delta_spark:
             commit_with_delta_spark(spark, rows, SparkBatch(
-                target, app_id, 0, claim.generation or 0, ends, dict(live.topic_ids), partition_by, True, "overwrite",
+                target.uri, app_id, 0, claim.generation or 0, ends, dict(live.topic_ids), partition_by, True, "overwrite",
                 read_version=claim.table_version, start_offsets=starts, run_id=record.run_id))
         else:
             rows.write.format("pylog-delta").mode("overwrite").options(**writer_options(

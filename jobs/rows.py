@@ -121,7 +121,7 @@ def job_rows(cfg: Any, df: Any, tombstones: bool = False) -> Any:
         raise JobConfigError(f"job {cfg.name}: setting 'value.schema': {e}") from None
 
 
-def add_raw_columns(cfg: Any, table: str) -> None:
+def add_raw_columns(cfg: Any, table: Any) -> None:
     """Give a table written before the raw columns existed its `_corrupt_*` columns (nullable, no rewrite)."""
     from connectors.delta_commit import add_missing_columns
 

@@ -31,6 +31,7 @@ from typing import Any, Iterator, Mapping
 
 import pyarrow as pa
 
+from connectors.table_location import TableLocation, TableRef
 from jobs.config import JobConfig
 from jobs.errors import root_cause
 from jobs.job_metrics import JobMetrics
@@ -55,17 +56,17 @@ SCHEMA = pa.schema([
 COMMITTED, NOTHING_NEW, DONE, FAILED, STOPPED = "committed", "nothing new", "done", "failed", "stopped"
 
 
-def table_of(cfg: JobConfig) -> str:
+def table_of(cfg: JobConfig) -> TableLocation:
     """The Delta table a job's run writes (for stream_to_topic, which writes none: its checkpoint location)."""
     if cfg.name == "stream_to_topic":
-        return cfg.require("sink.checkpoint.location")
+        return TableLocation.of(cfg.require("sink.checkpoint.location"))
     if cfg.name == "reprocess" and cfg.get("reprocess.mode", "new-table") != "replace":
-        return cfg.require("reprocess.target.path")
-    return cfg.require("sink.table.path")
+        return cfg.table("reprocess.target.path")
+    return cfg.table()
 
 
-def runs_path(table: str) -> str:
-    return f"{table.rstrip('/')}/{RUNS_DIR}"
+def runs_path(table: TableRef) -> TableLocation:
+    return TableLocation.of(table).child(RUNS_DIR)
 
 
 @dataclass
@@ -115,13 +116,12 @@ def commits_by_run(history: list[dict[str, Any]]) -> dict[str, RunCommits]:
     return out
 
 
-def table_history(table: str, limit: int = HISTORY_LIMIT) -> list[dict[str, Any]]:
+def table_history(table: TableRef, limit: int = HISTORY_LIMIT) -> list[dict[str, Any]]:
     """The newest `limit` commits of `table` ([] when there is no table)."""
-    from deltalake import DeltaTable
     from deltalake.exceptions import TableNotFoundError
 
     try:
-        return list(DeltaTable(table).history(limit))
+        return list(TableLocation.of(table).delta().history(limit))
     except TableNotFoundError:
         return []
 
@@ -129,9 +129,9 @@ def table_history(table: str, limit: int = HISTORY_LIMIT) -> list[dict[str, Any]
 class JobRun:
     """One run of a job: its id (passed to the sink, which tags each commit with it), its two history rows."""
 
-    def __init__(self, job: str, app_id: str, table: str, success: str = NOTHING_NEW,
+    def __init__(self, job: str, app_id: str, table: TableRef, success: str = NOTHING_NEW,
                  metrics: JobMetrics | None = None) -> None:
-        self.job, self.app_id, self.table = job, app_id, table
+        self.job, self.app_id, self.table = job, app_id, TableLocation.of(table)
         self.metrics = metrics
         self.success = success     # the outcome of a run that ends without error and commits nothing
         self.run_id = uuid.uuid4().hex[:12]
@@ -183,12 +183,13 @@ class JobRun:
                 "batches": c.batches, "first_version": c.first_version, "last_version": c.last_version}
 
     def _append(self, row: dict[str, Any]) -> None:
-        from deltalake import DeltaTable, write_deltalake
+        from deltalake import write_deltalake
 
         path = runs_path(self.table)
         try:
-            write_deltalake(path, pa.Table.from_pylist([row], schema=SCHEMA), mode="append")
-            version = DeltaTable(path).version()
+            write_deltalake(path.uri, pa.Table.from_pylist([row], schema=SCHEMA), mode="append",
+                            storage_options=path.storage_options() or None)
+            version = path.delta().version()
             if version > 0 and version % COMPACT_EVERY == 0:
                 _compact(path)
         except Exception as e:  # noqa: BLE001 - the history must never fail the job it records
@@ -225,16 +226,14 @@ class JobRun:
         return commits
 
 
-def _exists(table: str) -> bool:
+def _exists(table: TableLocation) -> bool:
     """Whether the table's location holds anything yet (object stores: assumed, the job says otherwise)."""
-    return "://" in table or Path(table).exists()
+    return not table.is_local or Path(table.uri).exists()
 
 
-def _compact(path: str) -> None:
+def _compact(path: TableLocation) -> None:
     """Two small files per run add up: compact them, checkpoint the log, and drop what no version needs."""
-    from deltalake import DeltaTable
-
-    dt_ = DeltaTable(path)
+    dt_ = path.delta()
     dt_.optimize.compact()
     dt_.create_checkpoint()
     dt_.vacuum(retention_hours=0, enforce_retention_duration=False, dry_run=False)
@@ -245,7 +244,11 @@ def _compact(path: str) -> None:
 def recorded(cfg: JobConfig, app_id: str, success: str = NOTHING_NEW) -> Iterator[JobRun]:
     """A job run recorded from start to end; its outcome is taken from how the block ends (`success` when it
     ends without error and without commits of its own)."""
-    run = JobRun(cfg.name, app_id, table_of(cfg), success, JobMetrics.from_config(cfg, app_id))
+    table = table_of(cfg)
+    # a table on an object store that cannot be reached fails the run here, in one line, before anything starts
+    for location in {table, cfg.table()} if cfg.get("sink.table.path") else {table}:
+        location.check_store()
+    run = JobRun(cfg.name, app_id, table, success, JobMetrics.from_config(cfg, app_id))
     run.start()
     try:
         yield run
@@ -303,20 +306,20 @@ def _alive(host: str, pid: int) -> bool:
     return True
 
 
-def read_runs(table: str, last: int = 10) -> list[RunSummary]:
+def read_runs(table: TableRef, last: int = 10) -> list[RunSummary]:
     """The last `last` runs recorded for `table`, newest first ([] when none)."""
-    from deltalake import DeltaTable
     from deltalake.exceptions import TableNotFoundError
 
     import pyarrow.parquet as pq
 
+    runs = runs_path(table)
     try:
-        uris = DeltaTable(runs_path(table)).file_uris()
+        uris = runs.delta().file_uris()
     except TableNotFoundError:
         return []
     # the files read by pyarrow itself: a scan through delta-rs' dataset (its file system called from arrow's I/O
     # threads) sometimes aborted the process at exit ("terminate called without an active exception")
-    rows = [row for uri in uris for row in pq.read_table(_file(uri), use_threads=False).to_pylist()]
+    rows = [row for uri in uris for row in pq.read_table(_file(runs, uri), use_threads=False).to_pylist()]
     starts = {r["run_id"]: r for r in rows if r["event"] == "started"}
     ends = {r["run_id"]: r for r in rows if r["event"] == "ended"}
     newest = sorted(starts.values(), key=lambda r: r["time"], reverse=True)[:last]
@@ -342,14 +345,12 @@ def read_runs(table: str, last: int = 10) -> list[RunSummary]:
     return out
 
 
-def _file(uri: str) -> Any:
-    """A pyarrow file for a data file's URI (a local path, or an object store pyarrow knows)."""
-    from pyarrow import fs
-
+def _file(table: TableLocation, uri: str) -> Any:
+    """A pyarrow file for the URI of a data file of `table` (a local path, or an object in the table's store)."""
     if "://" not in uri or uri.startswith("file://"):
         return uri.removeprefix("file://")
-    filesystem, path = fs.FileSystem.from_uri(uri)
-    return filesystem.open_input_file(path)
+    filesystem, _ = table.filesystem()
+    return filesystem.open_input_file(uri.split("://", 1)[1])
 
 
 def _summary(s: dict[str, Any], e: dict[str, Any], outcome: str, message: str | None,

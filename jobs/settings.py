@@ -32,7 +32,10 @@ SOURCE = (
             "source.kafka.security.protocol"),
 )
 SINK = (
-    Setting("sink.table.path", None, "the Delta table to write", True),
+    Setting("sink.table.path", None, "the Delta table to write: a local path or s3://bucket/path", True),
+    Setting("sink.storage.*", None, "the table's store, as delta-rs's storage options without the 'sink.storage.' "
+            "prefix, over the standard AWS variables: e.g. sink.storage.aws_endpoint_url, "
+            "sink.storage.aws_access_key_id, sink.storage.aws_region, sink.storage.aws_allow_http=true"),
     Setting("sink.app.id", "<job name>", "identity of this writer in the table (its offsets and batches)"),
     Setting("sink.partition.by", None, "comma-separated columns to partition the table by"),
     Setting("sink.merge.schema", "false", "true: add new value columns to the table as nullable columns"),
@@ -112,6 +115,7 @@ REPROCESS = SOURCE + SINK + COMMON + (
 
 MAINTAIN = (
     Setting("sink.table.path", None, "the Delta table to maintain", True),
+    Setting("sink.storage.*", None, "the table's store (see stream_to_delta's sink.storage.*)"),
     Setting("maintain.optimize", "true", "compact small files with delta-spark's OPTIMIZE"),
     Setting("maintain.zorder.by", None, "comma-separated columns to Z-ORDER by while compacting"),
     Setting("maintain.vacuum", "true", "delete files no version within the retention needs (VACUUM)"),

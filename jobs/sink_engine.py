@@ -56,7 +56,19 @@ def sink_choice(cfg: JobConfig) -> SinkChoice:
     if keys and mode != "merge":
         raise JobConfigError(f"job {cfg.name}: setting 'sink.merge.key' is only used with sink.mode=merge, "
                              f"but sink.mode is {mode}")
+    if engine == "delta-spark":
+        check_local(cfg, "sink.engine=delta-spark")
     return SinkChoice(engine, "merge" if mode == "merge" else "append", keys)
+
+
+def check_local(cfg: JobConfig, what: str) -> None:
+    """delta-spark reaches tables through Spark's Hadoop file systems, which here hold no S3 one: a job that would
+    give it an s3:// table stops before Spark starts, naming the way that works."""
+    for key in ("sink.table.path", "reprocess.target.path"):
+        if cfg.get(key) and not cfg.table(key).is_local:
+            raise JobConfigError(f"job {cfg.name}: {what} writes tables on a local disk only, and {key} is "
+                                 f"{cfg.table(key)}: Spark's S3 file system (hadoop-aws with the AWS SDK, about 600 "
+                                 "MB of jars) is not installed; use sink.engine=delta-rs for s3:// tables")
 
 
 def check_keys(cfg: JobConfig, choice: SinkChoice, rows: Any) -> None:

@@ -38,6 +38,7 @@ from connectors.delta_commit import claim_generation, open_table
 from connectors.delta_sink import arrow_schema, writer_options
 from connectors.offset_manager import OffsetManager, declared_start, live_log
 from connectors.spark_checkpoint import progress
+from connectors.table_location import TableLocation
 from jobs.config import JobConfig
 from jobs.rows import (add_raw_columns, check_value_settings, job_rows, observed, observed_counts, source_client_conf,
                        source_options)
@@ -59,18 +60,18 @@ class Plan:
     starting_offsets: str | None   # None: Spark resumes from the checkpoint's committed batches
 
 
-def _checkpoint_base(cfg: JobConfig, table: str, app_id: str) -> Path:
+def _checkpoint_base(cfg: JobConfig, table: TableLocation, app_id: str) -> Path:
     """sink.checkpoint.location, refused when it belongs to another table or app, and marked as this job's."""
     base = Path(cfg.require("sink.checkpoint.location"))
     dt = open_table(table)
-    owner = checkpoint_owner.Owner(str(Path(table).absolute()), None if dt is None else str(dt.metadata().id), app_id)
+    owner = checkpoint_owner.Owner(str(table), None if dt is None else str(dt.metadata().id), app_id)
     found = checkpoint_owner.check(base, owner, "setting sink.checkpoint.location", table_exists=dt is not None)
     if found != owner and (found is None or dt is not None):
         checkpoint_owner.write(base, owner)
     return base
 
 
-def plan_generation(cfg: JobConfig, base: Path, table: str, app_id: str, schema: pa.Schema,
+def plan_generation(cfg: JobConfig, base: Path, table: TableLocation, app_id: str, schema: pa.Schema,
                     partition_by: list[str]) -> Plan:
     """Resume this app's generation from its checkpoint while it agrees with the table, or claim a new one that
     starts from the table's offsets (see the module's docstring). `base` is the checkpoint location, already
@@ -144,7 +145,7 @@ def run(cfg: JobConfig) -> int:
 
 
 def _stream(cfg: JobConfig, record: JobRun) -> int:
-    table = cfg.require("sink.table.path")
+    table = cfg.table()
     app_id = record.app_id
     trigger = cfg.trigger()
     options = source_options(cfg)
@@ -168,7 +169,7 @@ def _stream(cfg: JobConfig, record: JobRun) -> int:
     rows = observed(job_rows(cfg, reader.load(), choice.merge))
     merge_schema = cfg.bool("sink.merge.schema", False)
     if choice.delta_spark:
-        writer = DeltaSparkStreamWriter(table, app_id, plan.generation, str(plan.checkpoint), choice, partition_by,
+        writer = DeltaSparkStreamWriter(table.uri, app_id, plan.generation, str(plan.checkpoint), choice, partition_by,
                                         merge_schema, record.run_id)
         query = (rows.writeStream.foreachBatch(writer).option("checkpointLocation", str(plan.checkpoint))
                  .trigger(**trigger).start())

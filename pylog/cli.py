@@ -11,12 +11,12 @@ import logging
 import sys
 
 from pylog import console_cmd, job_cmd
-from pylog.tools import (acls, broker_cmd, cluster_cmd, consume, groups, partitions, perf, produce, topics, transactions,
-                         users)
+from pylog.tools import (acls, broker_cmd, cluster_cmd, consume, groups, objectstore_cmd, partitions, perf, produce,
+                         topics, transactions, users)
 from pylog.tools.errors import CliError
 
-SUBCOMMANDS = (broker_cmd, topics, partitions, produce, consume, perf, groups, transactions, users, acls, cluster_cmd, job_cmd,
-               console_cmd)
+SUBCOMMANDS = (broker_cmd, topics, partitions, produce, consume, perf, groups, transactions, users, acls, cluster_cmd,
+               objectstore_cmd, job_cmd, console_cmd)
 
 
 DISTRIBUTION = "pylog-stream"   # the name on PyPI ("pylog" there is another project)

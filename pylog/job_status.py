@@ -91,7 +91,7 @@ def run(args: argparse.Namespace) -> int:
         if i:
             print()
         where = "checkpoint" if cfg.name == "stream_to_topic" else "table"
-        print(f"{cfg.name}: {where} {table}" + ("" if Path(table).exists() or "://" in table else " (not created yet)"))
+        print(f"{cfg.name}: {where} {table}" + ("" if not table.is_local or Path(table.uri).exists() else " (not created yet)"))
         if not runs:
             print("  no runs recorded")
             continue

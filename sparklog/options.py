@@ -77,17 +77,20 @@ DEFAULT_TRANSACTION_TIMEOUT_MS = 300_000    # the exactly-once sink's kafka.tran
 _SPARK_SET = ("path", "checkpointLocation")   # options Spark itself may hand a data source
 
 
-def check_known(options: Mapping[str, str], known: tuple[str, ...], what: str) -> None:
-    """An OptionError naming the first unknown option and the closest known one."""
+def check_known(options: Mapping[str, str], known: tuple[str, ...], what: str,
+                prefixes: tuple[str, ...] = ("kafka.",)) -> None:
+    """An OptionError naming the first unknown option and the closest known one; options starting with one of
+    `prefixes` pass through (the Kafka client's, a store's)."""
     import difflib
 
     names = {k.lower(): k for k in known + _SPARK_SET}
     for key in options:
         k = str(key).lower()
-        if k.startswith("kafka.") or k in names:
+        if k.startswith(prefixes) or k in names:
             continue
         close = difflib.get_close_matches(k, list(names), n=1, cutoff=0.6)
-        hint = f"did you mean '{names[close[0]]}'?" if close else f"the options are {', '.join(known)} and kafka.*"
+        hint = (f"did you mean '{names[close[0]]}'?" if close else
+                f"the options are {', '.join(known)} and " + " and ".join(p + "*" for p in prefixes))
         raise OptionError(f"Unknown option '{key}' for the {what}: {hint}")
 
 

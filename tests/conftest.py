@@ -10,6 +10,7 @@ import pytest
 from hypothesis import settings
 
 from pylog.launch.local_zookeeper import LocalZooKeeper
+from pylog.launch.object_store import LocalObjectStore
 from tests.support.broker_process import BrokerProcess
 from peers.kafka import KafkaBroker
 
@@ -105,6 +106,26 @@ def apache_kafka(tmp_path_factory: pytest.TempPathFactory) -> Iterator[KafkaBrok
         yield kafka
     finally:
         kafka.close()
+
+
+@pytest.fixture(scope="session")
+def object_store(tmp_path_factory: pytest.TempPathFactory) -> Iterator[LocalObjectStore]:
+    """One real S3 server (MinIO) per test process, with the bucket `tables`; tests use their own prefixes in it.
+    `make test` builds MinIO in the background while the suite starts: this waits for that build."""
+    store = LocalObjectStore(tmp_path_factory.mktemp("minio") / "data").start()
+    store.create_bucket("tables")
+    try:
+        yield store
+    finally:
+        store.stop()
+
+
+@pytest.fixture
+def s3_env(object_store: LocalObjectStore, monkeypatch: pytest.MonkeyPatch) -> LocalObjectStore:
+    """The standard AWS variables pointed at the test store, as a user's shell would set them."""
+    for key, value in object_store.env().items():
+        monkeypatch.setenv(key, value)
+    return object_store
 
 
 @pytest.fixture

@@ -15,6 +15,7 @@ from confluent_kafka import Producer
 from deltalake import DeltaTable
 
 from connectors.offset_manager import OffsetManager, end_offsets
+from connectors.table_location import TableFiles, TableLocation
 
 REPO = Path(__file__).resolve().parents[2]
 
@@ -134,20 +135,22 @@ def driver_jvm_archives(proc: subprocess.Popen) -> list[str]:
     return sorted(found)
 
 
-def table_versions(path: Path) -> int:
+def table_versions(path: Path | TableLocation) -> int:
+    if isinstance(path, TableLocation):
+        return sum(1 for n in TableFiles(path).names("_delta_log") if n.endswith(".json"))
     log = path / "_delta_log"
     return len(list(log.glob("*.json"))) if log.exists() else 0
 
 
-def assert_exactly_once(table: Path, app_id: str, bootstrap: str, topic: str, expected: int) -> None:
-    t = DeltaTable(str(table)).to_pyarrow_table(columns=["topic", "partition", "offset"])
+def assert_exactly_once(table: Path | TableLocation, app_id: str, bootstrap: str, topic: str, expected: int) -> None:
+    t = TableLocation.of(table).delta().to_pyarrow_table(columns=["topic", "partition", "offset"])
     keys = list(zip(t.column("topic").to_pylist(), t.column("partition").to_pylist(), t.column("offset").to_pylist()))
     assert len(keys) == len(set(keys)), f"{len(keys) - len(set(keys))} duplicated records"
     ends = end_offsets(bootstrap, [topic])
     produced = {(t, p, o) for (t, p), end in ends.items() for o in range(end)}
     assert set(keys) == produced, f"missing {len(produced - set(keys))}, unexpected {len(set(keys) - produced)}"
     assert len(keys) == expected
-    assert OffsetManager(str(table), app_id).committed() == ends
+    assert OffsetManager(TableLocation.of(table), app_id).committed() == ends
 
 
 

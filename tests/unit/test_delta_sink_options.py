@@ -4,6 +4,8 @@ from __future__ import annotations
 import pytest
 
 from connectors.delta_sink import SinkOptionError, SinkOptions, writer_options
+from connectors.errors import UnsupportedLocationError
+from connectors.table_location import TableLocation
 
 
 def test_typed_values_round_trip_through_the_sinks_options(tmp_path):
@@ -11,11 +13,36 @@ def test_typed_values_round_trip_through_the_sinks_options(tmp_path):
                                       generation=2, checkpoint=str(tmp_path / "ckpt"), batch_id=7, read_version=4,
                                       offsets={("b", 1): 5, ("a", 0): 23}, start_offsets={("b", 1): 1, ("a", 0): 20},
                                       topic_ids={"a": "id-a"}))
-    assert (opts.path, opts.app_id, opts.partition_by, opts.merge_schema) == (str(tmp_path / "t"), "app",
+    assert (str(opts.path), opts.app_id, opts.partition_by, opts.merge_schema) == (str(tmp_path / "t"), "app",
                                                                               ["topic", "day"], True)
     assert (opts.generation, opts.checkpoint, opts.batch_id, opts.read_version) == (2, str(tmp_path / "ckpt"), 7, 4)
     assert opts.offsets == {("a", 0): 23, ("b", 1): 5} and opts.topic_ids == {"a": "id-a"}
     assert opts.start_offsets == {("a", 0): 20, ("b", 1): 1}
+
+
+def test_an_s3_tables_storage_options_travel_with_it_and_win_over_the_environment(monkeypatch):
+    monkeypatch.setenv("AWS_REGION", "eu-west-1")
+    monkeypatch.setenv("AWS_ENDPOINT_URL", "http://env-store:9000")
+    loc = TableLocation.of("s3a://bucket/tables/events/", {"AWS_ENDPOINT_URL": "http://127.0.0.1:9000"})
+    opts = SinkOptions(writer_options(loc, "app"))
+    assert opts.path == loc and opts.path.uri == "s3://bucket/tables/events"
+    assert writer_options(loc, "app")["storage.aws_endpoint_url"] == "http://127.0.0.1:9000"
+    resolved = opts.path.storage_options()
+    assert resolved["aws_endpoint_url"] == "http://127.0.0.1:9000" and resolved["aws_region"] == "eu-west-1"
+    # exactly-once on S3 needs its conditional writes, unless the user chose delta-rs's other commit safety
+    assert resolved["aws_conditional_put"] == "etag"
+    locked = TableLocation.of("s3://b/t", {"aws_s3_locking_provider": "dynamodb"}).storage_options()
+    assert "aws_conditional_put" not in locked
+    assert TableLocation.of("/tmp/t").storage_options() == {}
+
+
+def test_a_scheme_the_sink_cannot_write_is_named():
+    with pytest.raises(UnsupportedLocationError, match="not gs://"):
+        SinkOptions({"path": "gs://bucket/t"})
+    with pytest.raises(UnsupportedLocationError, match="needs a bucket"):
+        TableLocation.of("s3:///t")
+    with pytest.raises(SinkOptionError, match="Unknown option 'storag.aws_region'"):
+        SinkOptions({"path": "s3://b/t", "storag.aws_region": "x"})
 
 
 def test_unset_values_are_left_out_and_offsets_are_sparks_json(tmp_path):

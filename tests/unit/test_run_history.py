@@ -56,7 +56,7 @@ def test_runs_read_back_newest_first_with_outcomes_and_reasons(tmp_path):
     assert (runs[1].rows, runs[1].offsets, runs[1].first_version) == (3, 3, 0)
     assert describe_offsets(runs[1].start_offsets, runs[1].end_offsets) == "t 0:0→3"
     assert read_runs(str(table), last=1) == runs[:1]
-    assert (tmp_path / "t" / "_pylog_runs" / "_delta_log").is_dir() and runs_path("s3://b/t/") == "s3://b/t/_pylog_runs"
+    assert (tmp_path / "t" / "_pylog_runs" / "_delta_log").is_dir() and runs_path("s3://b/t/").uri == "s3://b/t/_pylog_runs"
 
 
 def test_a_run_without_an_end_is_running_while_its_process_lives_and_died_after(tmp_path):
@@ -69,9 +69,9 @@ def test_a_run_without_an_end_is_running_while_its_process_lives_and_died_after(
         run.begin()
         _commit(table, run.run_id, {("t", 0): 0}, {("t", 0): 7}, 7)
         # the started row names this process; rewrite it as the child's to watch it die
-        runs = DeltaTable(runs_path(str(table))).to_pyarrow_dataset().to_table(use_threads=False)
+        runs = DeltaTable(runs_path(str(table)).uri).to_pyarrow_dataset().to_table(use_threads=False)
         rows = [{**r, "pid": child.pid} for r in runs.to_pylist()]
-        write_deltalake(runs_path(str(table)), pa.Table.from_pylist(rows, schema=runs.schema), mode="overwrite")
+        write_deltalake(runs_path(str(table)).uri, pa.Table.from_pylist(rows, schema=runs.schema), mode="overwrite")
         assert read_runs(str(table))[0].outcome == "running"
     finally:
         child.kill()
