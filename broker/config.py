@@ -379,16 +379,33 @@ CONFIG = (ConfigDef()
     .define('log.message.format.version', 'string', _str, '3.0-IV1',
             'Accepted; pylog writes record batch v2 only.', topic='message.format.version')
     .define('log.local.retention.ms', 'int', _int, -2,
-            'Accepted; no tiered storage.', at_least=-2, topic='local.retention.ms')
+            'Tiered topics (remote.storage.enable): how long a segment stays on the local disk once uploaded '
+            '(-2: retention.ms).', at_least=-2, topic='local.retention.ms')
     .define('log.local.retention.bytes', 'int', _int, -2,
-            'Accepted; no tiered storage.', at_least=-2, topic='local.retention.bytes')
+            'Tiered topics: the local bytes a partition keeps once its segments are uploaded (-2: retention.bytes).',
+            at_least=-2, topic='local.retention.bytes')
+    .define('remote.log.storage.system.enable', 'boolean', _bool, False,
+            'Tiered storage (KIP-405): upload the closed segments of topics with remote.storage.enable to '
+            'remote.log.storage.url and serve their old offsets from there.')
+    .define('remote.log.storage.url', 'string', _str, '',
+            'Where tiered segments go: s3://bucket/prefix (reached with the standard AWS variables: '
+            'AWS_ENDPOINT_URL, AWS_ACCESS_KEY_ID, AWS_SECRET_ACCESS_KEY, AWS_REGION) or, for tests, a local directory.')
+    .define('remote.log.manager.task.interval.ms', 'int', _int, 30000,
+            'How often closed segments are uploaded and remote retention is applied.', at_least=1)
+    .define('remote.log.reader.cache.bytes', 'int', _int, 64 * 1024 * 1024,
+            'Bytes of remote segment data kept in memory for fetches of tiered offsets (read ahead).', at_least=0)
+    .define('remote.fetch.max.wait.ms', 'int', _int, 500,
+            'How long a fetch of tiered offsets waits for the object store before answering without them.',
+            at_least=1)
     .define_topic('follower.replication.throttled.replicas', 'string', _throttled_replicas, '',
                   "Replicas (partition:broker,... or *) whose replication the follower throttles at "
                   "follower.replication.throttled.rate (a reassignment's tool sets it).")
     .define_topic('leader.replication.throttled.replicas', 'string', _throttled_replicas, '',
                   "Replicas (partition:broker,... or *) whose replication the leader throttles at "
                   "leader.replication.throttled.rate (a reassignment's tool sets it).")
-    .define_topic('remote.storage.enable', 'boolean', _bool, False, 'Accepted; no tiered storage.')
+    .define_topic('remote.storage.enable', 'boolean', _bool, False,
+                  'Tiered storage for this topic: closed segments go to remote.log.storage.url (needs '
+                  'remote.log.storage.system.enable on the broker).')
     .define_topic('remote.log.copy.disable', 'boolean', _bool, False, 'Accepted; no tiered storage.')
     .define_topic('remote.log.delete.on.disable', 'boolean', _bool, False, 'Accepted; no tiered storage.')
 )

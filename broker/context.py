@@ -18,6 +18,7 @@ from kafka_protocol.security.acls import AclOperation, ResourceType
 from kafka_protocol.security.principal import ANONYMOUS_USER, KafkaPrincipal
 
 if TYPE_CHECKING:
+    from broker.tiered.remote_log_manager import RemoteLogManager
     from broker.security.authorizer import AclAuthorizer
     from broker.groups.service import GroupService
     from broker.security.authenticator import Authenticator
@@ -71,6 +72,7 @@ class BrokerContext:
     reload_tls: Callable[[], None] | None = None     # load the TLS listeners' changed keys and trust (KIP-226)
     authorizer: "AclAuthorizer | None" = None         # authorizer.class.name; None: everything is allowed
     metrics: BrokerMetrics = field(default_factory=BrokerMetrics)   # served when metrics.port is set
+    remote: "RemoteLogManager | None" = None          # tiered storage (remote.log.storage.system.enable)
 
     def authorized(self, operation: AclOperation, resource_type: ResourceType, name: str,
                    log_if_denied: bool = True) -> bool:

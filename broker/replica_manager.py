@@ -78,6 +78,7 @@ class ReplicaManager:
     ) -> TopicInfo | TopicConfig:
         count = self.config["num.partitions"] if partitions in (None, -1) else partitions
         rf = self.config["default.replication.factor"] if replication_factor in (None, -1) else replication_factor
+        self.check_tiering(self.registry.defaults.with_overrides(overrides))
         if self.cluster is not None:
             config = self.registry.check_new(name, count, overrides)
             created = self.cluster.create_topic(name, count, rf, overrides, validate_only, assignment)
@@ -160,8 +161,21 @@ class ReplicaManager:
         for info in self.registry:
             self.logs.update_topic_config(info.name, self.registry.config_of(info.name))
 
+    def check_tiering(self, config: TopicConfig) -> None:
+        """remote.storage.enable needs tiered storage on the broker (a single broker in this version) and a
+        topic that deletes rather than compacts (Kafka's rules and wording); InvalidConfigError otherwise."""
+        if not config.remote_storage_enable:
+            return
+        if not self.config["remote.log.storage.system.enable"]:
+            raise InvalidConfigError("Tiered Storage functionality is disabled in the broker. Topic cannot be "
+                                     "configured with remote log storage (set remote.log.storage.system.enable "
+                                     "and remote.log.storage.url on the broker).")
+        if "compact" in config.cleanup_policy:
+            raise InvalidConfigError("Remote log storage only supported for topics with cleanup.policy=delete")
+
     def set_topic_overrides(self, name: str, overrides: Mapping[str, str], validate_only: bool = False) -> TopicConfig:
         self.registry.require(name)
+        self.check_tiering(self.registry.defaults.with_overrides(overrides))
         if validate_only:
             return self.registry.defaults.with_overrides(overrides)
         if self.cluster is not None:

@@ -10,6 +10,8 @@ an unsupported API closes that connection only; the broker carries on.
 """
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 import asyncio
 import fcntl
 import logging
@@ -39,6 +41,9 @@ from broker.metrics import BrokerMetrics
 from broker.security.inter_broker import PeerSecurity, peer_security
 from broker.security.listeners import Listener, configured_listeners, exposure_problem, inter_broker_listener
 from kafka_protocol.errors import InvalidConfigError
+
+if TYPE_CHECKING:
+    from broker.tiered.remote_log_manager import RemoteLogManager
 from broker.fetch_sessions import FetchSessionCache
 from broker.groups.offset_store import OFFSETS_TOPIC
 from broker.groups.service import GroupService
@@ -78,6 +83,7 @@ class BrokerServer:
         self._lock_fd: int | None = None
         self.ctx: BrokerContext | None = None
         self._cleaner: LogCleaner | None = None
+        self._tiering: asyncio.Task[None] | None = None
         self.port: int = config["port"]
         self.cluster: ClusterNode | None = None
 
@@ -134,6 +140,7 @@ class BrokerServer:
         replicas.startup()
         metrics.recovery_seconds.set(time.monotonic() - loading)
         self._cleaner = LogCleaner(logs, enabled=cfg["log.cleaner.enable"], backoff_ms=cfg["log.cleaner.backoff.ms"])
+        remote = self._remote_log_manager(registry, logs)
         groups = GroupService(cfg, replicas, time.time, cluster=bool(cfg["zookeeper.connect"]))
         groups.startup()
         preload_schemas((a.key, v) for a in apis(cluster=True).values() for v in range(a.min_version, a.max_version + 1))
@@ -178,6 +185,7 @@ class BrokerServer:
             reload_tls=self.reload_tls,
             authorizer=authorizer,
             metrics=metrics,
+            remote=remote,
         )
         metrics.watch(self.ctx)
         if cfg["metrics.port"] is not None:
@@ -187,6 +195,8 @@ class BrokerServer:
         if self.cluster is not None:
             await self._await_controller(self.cluster)
         self._housekeeping = asyncio.create_task(self._housekeeping_loop())
+        if remote is not None:
+            self._tiering = asyncio.create_task(self._tiering_loop(remote))
         log.info(
             "pylog broker %d listening on %s:%d, data in %s, %d partitions, started in %.2fs",
             cfg["broker.id"], self.listeners[0].host or "0.0.0.0", self.port, self.data_dir, len(logs.all_logs()),
@@ -286,6 +296,11 @@ class BrokerServer:
             server.close()
         if self._housekeeping is not None:
             self._housekeeping.cancel()
+        if self._tiering is not None:
+            self._tiering.cancel()
+            await asyncio.gather(self._tiering, return_exceptions=True)
+        if self.ctx is not None and self.ctx.remote is not None:
+            self.ctx.remote.close()
         tasks = [t for c in list(self.connections) for t in c.tasks()]
         for conn in list(self.connections):
             conn.close()
@@ -309,6 +324,41 @@ class BrokerServer:
             os.close(self._lock_fd)
             self._lock_fd = None
         log.info("pylog broker stopped cleanly")
+
+    def _remote_log_manager(self, registry: TopicRegistry, logs: LogManager) -> "RemoteLogManager | None":
+        """Tiered storage's manager when remote.log.storage.system.enable is set (InvalidConfigError when it
+        cannot run: cluster mode, no remote.log.storage.url)."""
+        cfg = self.config
+        if not cfg["remote.log.storage.system.enable"]:
+            return None
+        if cfg["zookeeper.connect"]:
+            raise InvalidConfigError("remote.log.storage.system.enable: tiered storage runs on a single broker in "
+                                     "this version, not with zookeeper.connect")
+        if not cfg["remote.log.storage.url"]:
+            raise InvalidConfigError("remote.log.storage.system.enable needs remote.log.storage.url "
+                                     "(s3://bucket/prefix, or a local directory)")
+        from broker.tiered.remote_log_manager import RemoteLogManager
+
+        def topic_id(topic: str) -> str | None:
+            info = registry.get(topic)
+            return None if info is None else str(info.topic_id)
+
+        return RemoteLogManager(cfg["remote.log.storage.url"], cache_bytes=cfg["remote.log.reader.cache.bytes"],
+                                fetch_wait_s=cfg["remote.fetch.max.wait.ms"] / 1000.0, topic_id=topic_id,
+                                logs=logs.all_logs)
+
+    async def _tiering_loop(self, remote: "RemoteLogManager") -> None:
+        """Tiered storage's periodic work: the first pass at once (it takes the tiered partitions on), then
+        every remote.log.manager.task.interval.ms."""
+        every = self.config["remote.log.manager.task.interval.ms"] / 1000.0
+        while True:
+            try:
+                await remote.run_cycle()
+            except asyncio.CancelledError:
+                raise
+            except Exception:  # noqa: BLE001 - tiering must never stop the broker
+                log.exception("tiered storage: a pass failed")
+            await asyncio.sleep(every)
 
     async def _housekeeping_loop(self) -> None:
         assert self.ctx is not None

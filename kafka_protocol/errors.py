@@ -66,6 +66,16 @@ class OffsetOutOfRangeError(KafkaError):
     code = ErrorCode.offset_out_of_range
 
 
+class OffsetMovedToTieredStorageError(KafkaError):
+    """The offset is below the local log start of a tiered partition: it is served from remote storage."""
+    code = ErrorCode.offset_moved_to_tiered_storage
+
+
+class KafkaStorageError(KafkaError):
+    """A storage failure the client retries: a remote segment the object store did not give in time."""
+    code = ErrorCode.kafka_storage_error
+
+
 class UnknownTopicOrPartitionError(KafkaError):
     code = ErrorCode.unknown_topic_or_partition
 

@@ -8,24 +8,38 @@ session and answers only those with something new.
 
 With ACLs (Kafka's checks): a consumer needs READ on each topic, a follower CLUSTER_ACTION on the cluster;
 the partitions refused answer TOPIC_AUTHORIZATION_FAILED, beside the others' data.
+
+Tiered storage: a consumer's offset below a tiered partition's local log start is served from the remote log
+manager's cache (bytes, not a file region); when the cache does not hold it, the request becomes a coroutine
+that waits for the chunk (at most remote.fetch.max.wait.ms), and a store that fails answers the retriable
+KAFKA_STORAGE_ERROR for that partition.
 """
 from __future__ import annotations
 
 import asyncio
 import time
 from dataclasses import dataclass
-from typing import Any, Awaitable
+import logging
+from typing import TYPE_CHECKING, Any, Awaitable
 
 from broker.apis.common import error_result, field
 from broker.context import BrokerContext
-from kafka_protocol.errors import ErrorCode, UnknownTopicOrPartitionError
+from kafka_protocol.errors import (ErrorCode, KafkaStorageError, OffsetMovedToTieredStorageError,
+                                   UnknownTopicOrPartitionError)
 from broker.fetch_sessions import FINAL_EPOCH, FetchContext, Wanted
 
 
 from kafka_protocol.builder import ms
+from kafka_protocol.record_batch import parse_header
 from kafka_protocol.codec import Request
 from kafka_protocol.fetch_response import PartitionData, encode_fetch_response, records_length
 from kafka_protocol.security.acls import CLUSTER_NAME, AclOperation, ResourceType
+
+
+if TYPE_CHECKING:
+    from broker.log.partition_log import PartitionLog
+
+log = logging.getLogger(__name__)
 
 
 def _context(ctx: BrokerContext, body: Any) -> FetchContext:
@@ -49,13 +63,19 @@ def _refused_topics(ctx: BrokerContext, fc: FetchContext, replica_id: int) -> fr
     return frozenset(t for t in topics if not ctx.authorized(AclOperation.READ, ResourceType.TOPIC, t))
 
 
+RemoteWanted = list[tuple["PartitionLog", int, int]]   # (log, fetch offset, bytes): chunks to load first
+
+
 def _read_all(ctx: BrokerContext, fc: FetchContext, max_bytes: int, read_uncommitted: bool, replica_id: int = -1,
-              refused: frozenset[str] = frozenset(), client: "Consumer | None" = None
+              refused: frozenset[str] = frozenset(), client: "Consumer | None" = None,
+              remote_wanted: RemoteWanted | None = None, remote_failed: dict[tuple[str, int], str] | None = None
               ) -> tuple[list[tuple[str, list[PartitionData]]], int, bool]:
     """One pass over the wanted partitions: (topics, total bytes, any error). A consumer reads below the
     high watermark; a follower (`replica_id` >= 0, cluster mode) up to the log end, and its fetch offset
     is its position for the ISR and the high watermark. In cluster mode a consumer's Fetch v11+ (`client`) may
-    be served by a follower, and a leader may send it to a follower in its rack instead (KIP-392)."""
+    be served by a follower, and a leader may send it to a follower in its rack instead (KIP-392). Tiered offsets
+    missing from the remote cache are added to `remote_wanted`; those whose load failed (`remote_failed`)
+    answer KAFKA_STORAGE_ERROR."""
     replication = ctx.replicas.replication if replica_id >= 0 else None
     reader = ctx.replicas.replication if replica_id < 0 and client is not None else None
     out: list[tuple[str, list[PartitionData]]] = []
@@ -99,7 +119,25 @@ def _read_all(ctx: BrokerContext, fc: FetchContext, max_bytes: int, read_uncommi
             if quota is not None and quota.exceeded(time.monotonic()):
                 budget = -1             # over leader.replication.throttled.rate: no data for it this time
             if budget > 0 or (total == 0 and budget == 0):
-                region = plog.read(w.fetch_offset, max(budget, 0), min_one_batch=(total == 0), max_offset=limit)
+                try:
+                    region = plog.read(w.fetch_offset, max(budget, 0), min_one_batch=(total == 0), max_offset=limit)
+                except OffsetMovedToTieredStorageError:
+                    if replication is not None or ctx.remote is None or remote_wanted is None:
+                        raise
+                    if remote_failed and (topic, partition) in remote_failed:
+                        raise KafkaStorageError(remote_failed[(topic, partition)]) from None
+                    data = ctx.remote.cached(plog, w.fetch_offset, max(budget, 0), total == 0)
+                    if data is None:
+                        remote_wanted.append((plog, w.fetch_offset, max(budget, 0)))
+                    else:
+                        pd.records = data
+                        total += len(data)
+                        if not read_uncommitted:
+                            upper = _last_offset(data) + 1
+                            pd.aborted_transactions = [(a.producer_id, a.first_offset) for a in
+                                                       ctx.remote.aborted_transactions(plog, w.fetch_offset, upper)]
+                    _add(out, topic, pd)
+                    continue
                 if region.length:
                     pd.records = region
                     total += region.length
@@ -118,6 +156,15 @@ def _read_all(ctx: BrokerContext, fc: FetchContext, max_bytes: int, read_uncommi
             any_error = True
         _add(out, topic, pd)
     return out, total, any_error
+
+
+def _last_offset(data: bytes) -> int:
+    """The last offset of the last of the whole batches in `data`."""
+    pos, last = 0, -1
+    while pos < len(data):
+        h = parse_header(data, pos)
+        last, pos = h.last_offset, pos + h.size
+    return last
 
 
 def _add(out: list[tuple[str, list[PartitionData]]], topic: str, pd: PartitionData) -> None:
@@ -170,7 +217,13 @@ def handle(ctx: BrokerContext, req: Request) -> list | Awaitable[list]:
     client = None
     if ctx.replicas.replication is not None and replica_id < 0 and req.api_version >= 11:
         client = Consumer(str(field(body, "rack_id", "") or ""), ctx.config["replica.selector.class"] is not None)
-    topics, total, any_error = _read_all(ctx, fc, max_bytes, read_uncommitted, replica_id, refused, client)
+    remote_wanted: RemoteWanted = []
+    topics, total, any_error = _read_all(ctx, fc, max_bytes, read_uncommitted, replica_id, refused, client,
+                                         remote_wanted)
+    if remote_wanted and ctx.remote is not None:
+        if total < max(min_bytes, 1):
+            return _remote_read(ctx, req, fc, max_bytes, read_uncommitted, replica_id, refused, client, remote_wanted)
+        ctx.remote.prefetch(remote_wanted)     # answered with the others' data now; these are cached for next time
     if total >= min_bytes or any_error or max_wait_s <= 0 or not keys or _redirected(topics):
         return _respond(ctx, req, fc, topics, replica_id >= 0)
     # registered now, in the same callback as the read: an append before the coroutine first runs
@@ -178,6 +231,22 @@ def handle(ctx: BrokerContext, req: Request) -> list | Awaitable[list]:
     first = ctx.replicas.waiter(keys)
     return _long_poll(ctx, req, fc, max_bytes, min_bytes, deadline, read_uncommitted, replica_id, first, refused,
                       client)
+
+
+async def _remote_read(ctx: BrokerContext, req: Request, fc: FetchContext, max_bytes: int, read_uncommitted: bool,
+                       replica_id: int, refused: frozenset[str], client: Consumer | None, wanted: RemoteWanted) -> list:
+    """Load the tiered chunks the first pass missed (in parallel, each at most remote.fetch.max.wait.ms), then
+    answer from the cache; a partition whose chunk failed answers KAFKA_STORAGE_ERROR (the client retries)."""
+    assert ctx.remote is not None
+    remote = ctx.remote
+    results = await asyncio.gather(*(remote.load(plog, offset, nbytes) for plog, offset, nbytes in wanted),
+                                   return_exceptions=True)
+    failed = {(plog.topic, plog.partition): str(r) for (plog, _, _), r in zip(wanted, results)
+              if isinstance(r, BaseException)}
+    for message in failed.values():
+        log.warning("fetch from remote storage: %s", message)
+    topics, _, _ = _read_all(ctx, fc, max_bytes, read_uncommitted, replica_id, refused, client, [], failed)
+    return _respond(ctx, req, fc, topics, replica_id >= 0)
 
 
 def _redirected(topics: list[tuple[str, list[PartitionData]]]) -> bool:

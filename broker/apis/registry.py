@@ -35,7 +35,7 @@ API_TABLE: dict[int, Api] = {
     for a in [
         Api(ApiKey.PRODUCE, 3, 9, produce.handle),
         Api(ApiKey.FETCH, 4, 12, fetch.handle),
-        Api(ApiKey.LIST_OFFSETS, 1, 7, list_offsets.handle),
+        Api(ApiKey.LIST_OFFSETS, 1, 9, list_offsets.handle),
         Api(ApiKey.METADATA, 0, 12, metadata.handle),
         Api(ApiKey.DESCRIBE_CLUSTER, 0, 1, metadata.describe_cluster),
         Api(ApiKey.OFFSET_COMMIT, 2, 8, offsets.handle_offset_commit),

@@ -9,6 +9,11 @@ batches copied from a leader (`append_as_follower`), the high watermark (`high-w
 truncation to an offset or to an empty log at any offset. For transactions (KIP-98): appending a
 coordinator's marker (`append_marker`), the last stable offset, and the aborted transactions of each
 segment (`.txnindex`, rebuilt with the producer state on load) that read_committed fetches return.
+For tiered storage (KIP-405, broker.tiered): a tiered partition's log start offset may lie below its first
+local segment (`local_log_start_offset`), the offsets between are in remote storage (a read of them raises
+OffsetMovedToTieredStorageError, and the fetch path asks the remote log manager), and local retention
+(local.retention.ms/bytes) deletes only segments whose offsets are all below `remote_next_offset`, the end
+of what the remote log manager has uploaded.
 
 Invariants: offsets are increasing (dense except where compaction removed records); `log_end_offset`
 is the next offset to assign; `log_start_offset <= high_watermark <= log_end_offset`, and without
@@ -34,7 +39,8 @@ from pathlib import Path
 from typing import Callable, Iterator
 
 from broker.config import LONG_MAX, TopicConfig
-from kafka_protocol.errors import OffsetOutOfRangeError, RecordListTooLargeError, UnexpectedAppendOffsetError
+from kafka_protocol.errors import (OffsetMovedToTieredStorageError, OffsetOutOfRangeError, RecordListTooLargeError,
+                                   UnexpectedAppendOffsetError)
 from broker.log.constants import (
     DELETED_SUFFIX,
     HIGH_WATERMARK_FILE,
@@ -97,6 +103,8 @@ class PartitionLog:
         self.producers = ProducerStateManager(self.directory, producer_id_expiration_ms)
         self.log_start_offset = 0
         self.log_end_offset = 0
+        # tiered storage: set by the remote log manager once it manages this partition (None: not tiered)
+        self.remote_next_offset: int | None = None
         self.leader_epochs: LeaderEpochCache
         self._replicated = replicated
         self._high_watermark = 0               # meaningful only when replicated
@@ -118,6 +126,15 @@ class PartitionLog:
     @property
     def active_segment(self) -> LogSegment:
         return self.segments.active
+
+    @property
+    def local_log_start_offset(self) -> int:
+        """The first offset on the local disk (below it, down to the log start offset: remote storage)."""
+        return max(self.log_start_offset, self.segments[0].base_offset)
+
+    @property
+    def tiered(self) -> bool:
+        return self.remote_next_offset is not None
 
     def _now_ms(self) -> int:
         return int(self.clock() * 1000)
@@ -145,7 +162,12 @@ class PartitionLog:
             active.load_tail()
         active.restore_roll_clock(self._now_ms())
         self.log_end_offset = active.next_offset
-        self.log_start_offset = min(max(checkpoint, self.segments[0].base_offset), self.log_end_offset)
+        if self.config.remote_storage_enable and checkpoint < self.segments[0].base_offset:
+            # a tiered partition: the offsets below the first local segment are in remote storage (the remote
+            # log manager checks that against what is there when it takes the partition on)
+            self.log_start_offset = min(checkpoint, self.log_end_offset)
+        else:
+            self.log_start_offset = min(max(checkpoint, self.segments[0].base_offset), self.log_end_offset)
         self._load_leader_epochs()
         if self._replicated:
             self._load_high_watermark()
@@ -519,6 +541,10 @@ class PartitionLog:
             raise OffsetOutOfRangeError(
                 f"offset {offset} is out of range for {self.name}: "
                 f"log start offset {self.log_start_offset}, log end offset {self.log_end_offset}")
+        if offset < self.local_log_start_offset:
+            raise OffsetMovedToTieredStorageError(
+                f"offset {offset} of {self.name} is in remote storage (local log start offset "
+                f"{self.local_log_start_offset})")
 
     def read(self, offset: int, max_bytes: int, min_one_batch: bool = True, *,
              max_offset: int | None = None) -> FetchSlice:
@@ -607,8 +633,11 @@ class PartitionLog:
         return self.log_start_offset
 
     def apply_retention(self, now_ms: int) -> int:
-        """Delete old non-active segments by retention.ms and retention.bytes; returns how many."""
+        """Delete old non-active segments by retention.ms and retention.bytes (a tiered partition: by
+        local.retention.ms and local.retention.bytes, and only segments already uploaded); returns how many."""
         cfg = self.config
+        if self.tiered:
+            return self._apply_local_retention(now_ms)
         if "delete" not in cfg.cleanup_policy:
             return 0
         deleted = 0
@@ -632,6 +661,40 @@ class PartitionLog:
             self._write_log_start_checkpoint()
             self.leader_epochs.truncate_from_start(self.log_start_offset)
         return deleted
+
+    def _apply_local_retention(self, now_ms: int) -> int:
+        """A tiered partition's local retention: uploaded segments past local.retention.ms/bytes (-2: the
+        retention.ms/bytes) leave the disk; the log start offset stays, the remote copy serves them."""
+        cfg = self.config
+        uploaded = self.remote_next_offset or 0
+        keep_ms = cfg.retention_ms if cfg.local_retention_ms == -2 else cfg.local_retention_ms
+        keep_bytes = cfg.retention_bytes if cfg.local_retention_bytes == -2 else cfg.local_retention_bytes
+        deleted = 0
+        if keep_ms >= 0:
+            def expired(seg: LogSegment, next_base: int) -> bool:
+                ts = seg.largest_timestamp
+                return next_base <= uploaded and now_ms - (ts if ts >= 0 else seg.last_modified_ms()) > keep_ms
+            deleted += self._delete_prefix(expired, now_ms, "local.retention.ms, uploaded")
+        if keep_bytes >= 0:
+            excess = self.size_in_bytes() - keep_bytes
+
+            def over_size(seg: LogSegment, next_base: int) -> bool:
+                nonlocal excess
+                if next_base > uploaded or excess - seg.size < 0:
+                    return False
+                excess -= seg.size
+                return True
+            deleted += self._delete_prefix(over_size, now_ms, "local.retention.bytes, uploaded")
+        return deleted
+
+    def advance_log_start(self, offset: int) -> None:
+        """The remote log manager deleted remote segments (retention): the log now starts at `offset`."""
+        offset = min(offset, self.log_end_offset)
+        if offset > self.log_start_offset:
+            self.log_start_offset = offset
+            self._write_log_start_checkpoint()
+            self.leader_epochs.truncate_from_start(offset)
+            self._delete_prefix(lambda seg, next_base: next_base <= offset, self._now_ms(), "log start offset")
 
     def _delete_prefix(self, predicate: Callable[[LogSegment, int], bool], now_ms: int, why: str) -> int:
         """Delete the oldest non-active segments while `predicate(segment, next_base_offset)` holds

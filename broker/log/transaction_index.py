@@ -17,7 +17,7 @@ import struct
 from dataclasses import dataclass
 from pathlib import Path
 
-__all__ = ["AbortedTxn", "TransactionIndex"]
+__all__ = ["AbortedTxn", "TransactionIndex", "parse_entries", "collect_entries"]
 
 _ENTRY = struct.Struct(">hqqqq")
 ENTRY_SIZE = _ENTRY.size      # 34
@@ -29,6 +29,28 @@ class AbortedTxn:
     first_offset: int
     last_offset: int            # the offset of the abort marker
     last_stable_offset: int     # the partition's LSO once this transaction was aborted
+
+
+def parse_entries(data: bytes) -> list[AbortedTxn]:
+    """The entries of a `.txnindex` file's bytes (a torn last entry ignored)."""
+    whole = len(data) - len(data) % ENTRY_SIZE
+    out = []
+    for at in range(0, whole, ENTRY_SIZE):
+        _, pid, first, last, lso = _ENTRY.unpack_from(data, at)
+        out.append(AbortedTxn(pid, first, last, lso))
+    return out
+
+
+def collect_entries(entries: list[AbortedTxn], fetch_offset: int, upper_bound: int) -> tuple[list[AbortedTxn], bool]:
+    """Aborted transactions overlapping [fetch_offset, upper_bound), and whether the search may stop here (an
+    entry's last stable offset reached `upper_bound`: no later segment can add one)."""
+    out = []
+    for e in entries:
+        if e.last_offset >= fetch_offset and e.first_offset < upper_bound:
+            out.append(e)
+        if e.last_stable_offset >= upper_bound:
+            return out, True
+    return out, False
 
 
 class TransactionIndex:
@@ -49,10 +71,7 @@ class TransactionIndex:
         except FileNotFoundError:
             return []
         whole = len(data) - len(data) % ENTRY_SIZE
-        out = []
-        for at in range(0, whole, ENTRY_SIZE):
-            _, pid, first, last, lso = _ENTRY.unpack_from(data, at)
-            out.append(AbortedTxn(pid, first, last, lso))
+        out = parse_entries(data)
         if whole != len(data):          # a torn last entry (crash): cut it so appends stay aligned
             os.truncate(self.path, whole)
         return out
@@ -92,13 +111,7 @@ class TransactionIndex:
     def collect(self, fetch_offset: int, upper_bound: int) -> tuple[list[AbortedTxn], bool]:
         """Aborted transactions overlapping [fetch_offset, upper_bound), and whether the search may stop
         here (an entry's last stable offset reached `upper_bound`: no later segment can add one)."""
-        out = []
-        for e in self.entries():
-            if e.last_offset >= fetch_offset and e.first_offset < upper_bound:
-                out.append(e)
-            if e.last_stable_offset >= upper_bound:
-                return out, True
-        return out, False
+        return collect_entries(self.entries(), fetch_offset, upper_bound)
 
     def flush(self) -> None:
         if self._entries and self.path.exists():

@@ -1,0 +1,1 @@
+"""Tiered storage (KIP-405): closed segments in an object store, served back for old offsets."""

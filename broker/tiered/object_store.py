@@ -1,0 +1,137 @@
+"""The object store tiered segments go to: `remote.log.storage.url`, an `s3://bucket/prefix` or a local directory.
+
+Blocking calls, made from the remote log manager's worker threads (never the event loop), through pyarrow's
+file systems: S3 with the standard AWS variables (AWS_ENDPOINT_URL, AWS_ACCESS_KEY_ID, AWS_SECRET_ACCESS_KEY,
+AWS_SESSION_TOKEN, AWS_REGION; a plain-HTTP endpoint is taken from its URL), or the local file system (tests,
+a mounted volume). Keys are '/'-separated below the prefix. pyarrow is imported only when tiered storage is on.
+"""
+from __future__ import annotations
+
+import os
+from pathlib import Path
+from typing import TYPE_CHECKING
+from urllib.parse import urlparse
+
+if TYPE_CHECKING:
+    from pyarrow.fs import FileSystem
+
+DEFAULT_REGION = "us-east-1"
+COPY_CHUNK = 8 * 1024 * 1024
+
+
+class RemoteStorageError(OSError):
+    """The object store failed a call (unreachable, refused, missing bucket); the message names the store."""
+
+
+def _s3(url: str) -> tuple[FileSystem, str]:
+    from pyarrow import fs
+
+    parsed = urlparse(url)
+    env = os.environ
+    kwargs: dict[str, object] = {"region": env.get("AWS_REGION") or env.get("AWS_DEFAULT_REGION") or DEFAULT_REGION}
+    if env.get("AWS_ACCESS_KEY_ID"):
+        kwargs.update(access_key=env["AWS_ACCESS_KEY_ID"], secret_key=env.get("AWS_SECRET_ACCESS_KEY", ""))
+        if env.get("AWS_SESSION_TOKEN"):
+            kwargs["session_token"] = env["AWS_SESSION_TOKEN"]
+    endpoint = env.get("AWS_ENDPOINT_URL") or env.get("AWS_ENDPOINT_URL_S3")
+    if endpoint:
+        ep = urlparse(endpoint if "://" in endpoint else f"https://{endpoint}")
+        kwargs.update(endpoint_override=ep.netloc, scheme=ep.scheme)
+    kwargs["retry_strategy"] = fs.AwsStandardS3RetryStrategy(max_attempts=3)
+    return fs.S3FileSystem(**kwargs), f"{parsed.netloc}{parsed.path.rstrip('/')}"
+
+
+class ObjectStore:
+    def __init__(self, url: str) -> None:
+        from pyarrow import fs
+
+        self.url = url.rstrip("/")
+        if url.startswith("s3://"):
+            self.fs, self.root = _s3(url)
+        elif "://" in url and not url.startswith("file://"):
+            raise ValueError(f"remote.log.storage.url must be s3://bucket/prefix or a local directory, got {url!r}")
+        else:
+            self.fs = fs.LocalFileSystem()
+            self.root = str(Path(url.removeprefix("file://")).absolute())
+            Path(self.root).mkdir(parents=True, exist_ok=True)
+
+    def __repr__(self) -> str:
+        return f"ObjectStore({self.url})"
+
+    def _path(self, key: str) -> str:
+        return f"{self.root}/{key}"
+
+    def _fail(self, what: str, key: str, e: OSError) -> RemoteStorageError:
+        first = str(e).splitlines()[0] if str(e) else type(e).__name__
+        return RemoteStorageError(f"{what} {self.url}/{key}: {first}")
+
+    def check(self) -> None:
+        """The store answers: the prefix can be listed (raises RemoteStorageError)."""
+        from pyarrow import fs
+
+        try:
+            self.fs.get_file_info(fs.FileSelector(self.root, allow_not_found=True))
+        except OSError as e:
+            raise self._fail("cannot list", "", e) from None
+
+    def put_file(self, key: str, path: Path) -> None:
+        try:
+            with open(path, "rb") as src, self.fs.open_output_stream(self._path(key)) as dst:
+                while chunk := src.read(COPY_CHUNK):
+                    dst.write(chunk)
+        except OSError as e:
+            raise self._fail("cannot upload", key, e) from None
+
+    def put_fd(self, key: str, fd: int, size: int) -> None:
+        """The first `size` bytes of open file `fd` (read with pread: its position is not moved)."""
+        try:
+            with self.fs.open_output_stream(self._path(key)) as dst:
+                pos = 0
+                while pos < size:
+                    chunk = os.pread(fd, min(COPY_CHUNK, size - pos), pos)
+                    if not chunk:
+                        break
+                    dst.write(chunk)
+                    pos += len(chunk)
+        except OSError as e:
+            raise self._fail("cannot upload", key, e) from None
+
+    def put_bytes(self, key: str, data: bytes) -> None:
+        try:
+            with self.fs.open_output_stream(self._path(key)) as dst:
+                dst.write(data)
+        except OSError as e:
+            raise self._fail("cannot upload", key, e) from None
+
+    def get_bytes(self, key: str) -> bytes:
+        try:
+            with self.fs.open_input_stream(self._path(key)) as f:
+                return bytes(f.read())
+        except OSError as e:
+            raise self._fail("cannot read", key, e) from None
+
+    def get_range(self, key: str, start: int, length: int) -> bytes:
+        try:
+            with self.fs.open_input_file(self._path(key)) as f:
+                return bytes(f.read_at(length, start))
+        except OSError as e:
+            raise self._fail("cannot read", key, e) from None
+
+    def names(self, folder: str) -> list[str]:
+        """The object names directly in `folder` ([] when there are none)."""
+        from pyarrow import fs
+
+        try:
+            infos = self.fs.get_file_info(fs.FileSelector(self._path(folder), allow_not_found=True))
+        except OSError as e:
+            raise self._fail("cannot list", folder, e) from None
+        return [i.base_name for i in infos if i.type == fs.FileType.File]
+
+    def delete(self, key: str) -> None:
+        try:
+            self.fs.delete_file(self._path(key))
+        except FileNotFoundError:
+            pass
+        except OSError as e:
+            if "not found" not in str(e).lower() and "does not exist" not in str(e).lower():
+                raise self._fail("cannot delete", key, e) from None
