@@ -85,7 +85,7 @@ $(STAMPS)/minio:
 	@echo "make: building MinIO from the Go module proxy (about 2.5 minutes, once)"
 	GOPATH=$(CURDIR)/$(MINIO_DIR)/gopath GOCACHE=$(CURDIR)/$(MINIO_DIR)/gocache GOBIN=$(CURDIR)/$(MINIO_DIR)/bin \
 		GOFLAGS=-modcacherw GOTOOLCHAIN=local go install -trimpath github.com/minio/minio@$(MINIO_VERSION)
-	rm -rf $(MINIO_DIR)/gocache   # 1.5 GB of build cache that nothing reads again
+	rm -rf $(MINIO_DIR)/gocache $(MINIO_DIR)/gopath   # the build and module caches (GBs) nothing reads again
 	@touch $@
 
 minio: $(STAMPS)/minio

@@ -213,9 +213,10 @@ def test_every_console_doc_example_runs_as_written(broker: BrokerProcess, tmp_pa
 
 def test_no_other_page_of_docs_has_examples_that_nothing_runs() -> None:
     """The project's rule: every example runs. docs/CLI.md and docs/CONSOLE.md (here), docs/METRICS.md
-    (tests/integration/test_metrics.py) and docs/SECURITY.md (tests/e2e/test_docs_security.py) are the pages
+    (tests/integration/test_metrics.py), docs/OBJECT_STORAGE.md (tests/e2e/test_docs_object_storage.py) and
+    docs/SECURITY.md (tests/e2e/test_docs_security.py) are the pages
     of docs/ with runnable blocks (a language tag); a new one needs its runner. Output samples have no
     language tag."""
     with_examples = sorted(p.name for p in (REPO / "docs").glob("*.md") if readme(p))
-    assert with_examples == ["CLI.md", "CONSOLE.md", "METRICS.md", "SECURITY.md"], \
+    assert with_examples == ["CLI.md", "CONSOLE.md", "METRICS.md", "OBJECT_STORAGE.md", "SECURITY.md"], \
         f"docs pages with runnable blocks: {with_examples}"
