@@ -51,9 +51,14 @@ FILE_SECONDS = {"tests/e2e/test_delta_spark.py": 510, "tests/e2e/test_jobs_exact
 
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
     """The longest files first (FILE_SECONDS), then the other deliberately slow cases (marked `slow`), then the
+    files that need MinIO (marked `object_store`: `make test` builds it in the background meanwhile), then the
     rest, each file's cases in their usual order: long cases started early leave no long tail at the end."""
-    items.sort(key=lambda item: (-FILE_SECONDS.get(item.nodeid.split("::")[0], 0),
-                                 item.get_closest_marker("slow") is None))
+    def group(item: pytest.Item) -> int:
+        if item.get_closest_marker("object_store") is not None:
+            return 1
+        return 0 if item.get_closest_marker("slow") is not None else 2
+
+    items.sort(key=lambda item: (-FILE_SECONDS.get(item.nodeid.split("::")[0], 0), group(item)))
 
 
 def pytest_runtest_logreport(report: pytest.TestReport) -> None:

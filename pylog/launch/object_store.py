@@ -43,7 +43,7 @@ def minio_binary() -> Path | None:
     return Path(found) if found else None
 
 
-def wait_for_build(timeout_s: float = 600.0) -> Path:
+def wait_for_build(timeout_s: float = 900.0) -> Path:
     """The MinIO binary, once a background build (`make minio-background`) has made it; raises ObjectStoreError
     when there is no binary and no build running, or the build failed or took longer than `timeout_s`."""
     deadline = time.monotonic() + timeout_s

@@ -27,7 +27,7 @@ from tests.support.markdown_examples import commands, readme, substitute
 REPO = Path(__file__).resolve().parents[2]
 PAGE = REPO / "docs" / "OBJECT_STORAGE.md"
 
-pytestmark = [pytest.mark.slow, pytest.mark.timeout(400)]
+pytestmark = [pytest.mark.object_store, pytest.mark.timeout(900)]
 
 SERVERS = ("pylog objectstore up", "pylog broker ")
 

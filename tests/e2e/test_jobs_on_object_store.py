@@ -22,7 +22,7 @@ from connectors.table_location import ENV_KEYS, TableLocation
 from tests.support.clients import create_topic
 from tests.support.jobs import REPO, assert_exactly_once, finish, job_runs, produce_events, run_job, stream_settings
 
-pytestmark = [pytest.mark.slow, pytest.mark.timeout(600)]
+pytestmark = [pytest.mark.object_store, pytest.mark.timeout(900)]
 
 
 @pytest.fixture

@@ -54,7 +54,7 @@ def _exists(table: str, path: str) -> bool:
     return TableFiles(table).exists(unquote(path))
 
 
-@pytest.fixture(params=["local", "s3"])
+@pytest.fixture(params=["local", pytest.param("s3", marks=pytest.mark.object_store)])
 def table(request: pytest.FixtureRequest, tmp_path) -> str:
     if request.param == "local":
         return str(tmp_path / "t")

@@ -20,7 +20,7 @@ from broker.tiered.object_store import ObjectStore
 from pylog.launch.process import BrokerProcess
 from tests.support.waiting import wait_for
 
-pytestmark = pytest.mark.timeout(300)
+pytestmark = [pytest.mark.object_store, pytest.mark.timeout(900)]
 
 SEGMENT = {"remote.storage.enable": "true", "segment.bytes": "32768", "local.retention.bytes": "40000"}
 
