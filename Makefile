@@ -44,7 +44,8 @@ $(STAMPS)/jars-spark-kafka: jvm/spark-kafka.xml
 
 # delta-spark, Spark's own Delta engine (maintenance, interoperability tests): jars from Maven Central into the
 # same cache, minus what Spark ships (jvm/delta-spark.xml); jobs/spark_session.py's with_delta_spark uses them
-$(STAMPS)/jars-delta-spark: jvm/delta-spark.xml
+# after Kafka's jars: two Maven runs at once could both write the same artifact into the local repository
+$(STAMPS)/jars-delta-spark: jvm/delta-spark.xml $(STAMPS)/jars-kafka-broker
 	@mkdir -p $(STAMPS)
 	rm -rf $(JARS)/delta-spark
 	@echo "make: fetching delta-spark's jars from Maven Central (under a minute)"
@@ -103,7 +104,9 @@ minio-background:
 		rm -f $(MINIO_DIR)/build.rc; ($(MAKE) -s $(STAMPS)/minio > $(MINIO_DIR)/build.log 2>&1; echo $$? > $(MINIO_DIR)/build.rc) & \
 	fi
 
-test: minio-background install typecheck $(STAMPS)/jars-kafka-broker $(STAMPS)/jars-delta-spark $(STAMPS)/spark-classes
+# after the install, the type check, the Maven jars and the class archive side by side (they need only the venv)
+test: minio-background install
+	@$(MAKE) --no-print-directory -j3 typecheck $(STAMPS)/jars-delta-spark $(STAMPS)/spark-classes
 	$(PY) -m pytest -q -p no:cacheprovider $(PYTEST_ARGS)
 
 typecheck: $(STAMPS)/venv
