@@ -168,11 +168,6 @@ class TableLocation:
             raise StoreUnreachableError(self.uri, f"bucket {bucket} does not exist at {endpoint or 'AWS S3'}: create it "
                                         "(pylog objectstore up --bucket NAME makes one on a local store)")
 
-    def path(self, relative: str) -> str:
-        """`relative` (a path inside the table, '/'-separated) as a path of `filesystem()`."""
-        _, root = self.filesystem()
-        return str(PurePosixPath(root) / relative) if relative else root
-
 
 TableRef = Union[str, "os.PathLike[str]", TableLocation]
 

@@ -48,6 +48,7 @@ from kafka_protocol.record_batch import HEADER_SIZE, iter_record_timestamps, par
 
 if TYPE_CHECKING:
     from broker.log.partition_log import PartitionLog
+    from broker.log.segment import LogSegment
 
 log = logging.getLogger(__name__)
 warnings = quiet(logging.getLogger(__name__ + ".failures"))    # a store that stays down: once a minute
@@ -217,10 +218,7 @@ class RemoteLogManager:
                 continue
             await self._upload(plog, remote, seg, after.base_offset)
 
-    async def _upload(self, plog: PartitionLog, remote: RemotePartition, seg: object, next_offset: int) -> None:
-        from broker.log.segment import LogSegment
-
-        assert isinstance(seg, LogSegment)
+    async def _upload(self, plog: PartitionLog, remote: RemotePartition, seg: LogSegment, next_offset: int) -> None:
         seg.flush()                        # the index entries on disk, as the files are read from there
         topic_id = self._topic_id(plog.topic) or ""
         files: dict[str, bytes | str] = {".log": str(seg.log_path), ".index": str(seg.offset_index.path),
