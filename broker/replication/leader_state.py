@@ -12,9 +12,11 @@ own (every call takes `now_ms`):
 - an ISR follower not caught up for `replica.lag.time.max.ms` is out of sync (`shrink_candidates`);
   a follower outside the ISR whose log end offset reached the high watermark and this leader epoch's
   start offset is in sync again (`expand_candidates`);
-- the ISR used for the high watermark is the one committed in ZooKeeper; a change takes effect only
-  once written (`commit_isr`), so an acknowledged record is always on every replica a new leader
-  could be elected from.
+- the ISR used for the high watermark is Kafka's maximal ISR (KIP-497): the one committed in ZooKeeper
+  together with a change being written (`propose_isr` .. `settle`). A shrink counts only once written
+  (`commit_isr`), an expansion counts from the moment it is proposed: a follower written into the ISR
+  then holds every record below the high watermark, so an acknowledged record is always on every
+  replica a new leader could be elected from.
 """
 from __future__ import annotations
 
@@ -39,6 +41,7 @@ class LeaderState:
         self.isr = tuple(isr)
         self.epoch_start_offset = epoch_start_offset
         self.high_watermark = high_watermark
+        self.pending_isr: tuple[int, ...] = ()     # an ISR change being written to ZooKeeper
         # Kafka: followers in the ISR count as caught up at the election, so they are not dropped at once
         self.followers = {r: FollowerState(last_caught_up_ms=now_ms if r in isr else 0)
                           for r in replicas if r != leader_id}
@@ -59,7 +62,7 @@ class LeaderState:
     def advance_high_watermark(self, leader_end_offset: int) -> bool:
         """Recompute the high watermark from the ISR; True if it moved forward."""
         hw = leader_end_offset
-        for r in self.isr:
+        for r in self.maximal_isr:
             if r == self.leader_id:
                 continue
             f = self.followers.get(r)
@@ -79,6 +82,19 @@ class LeaderState:
         return tuple(r for r, f in sorted(self.followers.items())
                      if r not in self.isr and r in self.replicas
                      and f.log_end_offset >= max(self.high_watermark, self.epoch_start_offset))
+
+    @property
+    def maximal_isr(self) -> tuple[int, ...]:
+        """The committed ISR plus the replicas a pending change adds: what the high watermark waits for."""
+        return self.isr + tuple(r for r in self.pending_isr if r not in self.isr)
+
+    def propose_isr(self, isr: tuple[int, ...]) -> None:
+        """An ISR change is being written: replicas it adds count for the high watermark from now on."""
+        self.pending_isr = tuple(isr)
+
+    def settle(self) -> None:
+        """The pending ISR change was written (then `commit_isr` followed) or refused."""
+        self.pending_isr = ()
 
     def commit_isr(self, isr: tuple[int, ...]) -> None:
         """The ISR as now written in ZooKeeper."""

@@ -19,8 +19,9 @@ Owns, on the broker's event loop (Kafka's ReplicaManager and Partition, ZooKeepe
   waiting for it (`wait_replicated`) and consumers' fetches (they read below it only);
 - ISR changes, written by the leader to the partition's state znode conditionally on the version
   it last saw (a stale leader writes nothing and learns it is stale): a follower not caught up for
-  `replica.lag.time.max.ms` leaves, one that caught up with the high watermark rejoins. Each change
-  is committed in ZooKeeper before it counts (`LeaderState.commit_isr`);
+  `replica.lag.time.max.ms` leaves, one that caught up with the high watermark rejoins. A shrink
+  counts once committed in ZooKeeper (`LeaderState.commit_isr`), a rejoin from the moment it is
+  proposed (Kafka's maximal ISR, `LeaderState.propose_isr`);
 - losing leadership fails every waiting acks=all produce with NOT_LEADER_OR_FOLLOWER: a record is
   acknowledged only when every in-sync replica has it.
 
@@ -56,7 +57,7 @@ from broker.log.partition_log import PartitionLog
 from broker.replication.leader_state import LeaderState
 from broker.replication.quota import UNLIMITED, ReplicationQuota, is_throttled, parse_throttled_replicas
 from broker.replication.read_replica import NO_PREFERENCE, preferred_read_replica
-from broker.replication.replica_fetcher import FetcherSettings, FollowedPartition, ReplicaFetcher
+from broker.replication.replica_fetcher import FetcherSettings, FollowedPartition, ReplicaFetcher, TieredRestore
 from broker.security.inter_broker import PeerSecurity
 
 log = logging.getLogger(__name__)
@@ -112,7 +113,8 @@ class ReplicaRole:
 
 class Replication:
     def __init__(self, node_id: int, config: BrokerConfig, replicas: LocalReplicas, isr_writer: IsrWriter,
-                 on_high_watermark: Callable[[TopicPartition], None], peer_security: PeerSecurity | None = None) -> None:
+                 on_high_watermark: Callable[[TopicPartition], None], peer_security: PeerSecurity | None = None,
+                 tiered_restore: TieredRestore | None = None) -> None:
         self.node_id = node_id
         self.config = config
         self.replicas = replicas
@@ -134,7 +136,8 @@ class Replication:
             replica_id=node_id, max_wait_ms=config["replica.fetch.wait.max.ms"],
             partition_max_bytes=config["replica.fetch.max.bytes"],
             max_bytes=config["replica.fetch.response.max.bytes"], backoff_ms=config["replica.fetch.backoff.ms"],
-            request_timeout_ms=max(config["replica.lag.time.max.ms"], 5000), security=peer_security)
+            request_timeout_ms=max(config["replica.lag.time.max.ms"], 5000), security=peer_security,
+            tiered_restore=tiered_restore)
 
     def on_leadership(self, topic: str, listener: Callable[[int, bool], None]) -> None:
         """Call `listener(partition, is_leader)` whenever this broker gains or loses leadership of a
@@ -334,6 +337,10 @@ class Replication:
 
     # ------------------------------------------------------------ checks for client requests
 
+    def leads(self, topic: str, partition: int) -> bool:
+        role = self.roles.get((topic, partition))
+        return role is not None and role.role == Role.LEADER
+
     def leader_role(self, topic: str, partition: int, current_leader_epoch: int = -1) -> ReplicaRole:
         """This broker's role as the partition's leader, or the error a client must get."""
         role = self.roles.get((topic, partition))
@@ -486,6 +493,8 @@ class Replication:
 
     def _change_isr(self, role: ReplicaRole, isr: tuple[int, ...], why: str) -> None:
         role.isr_change_pending = True
+        if role.leader_state is not None:
+            role.leader_state.propose_isr(isr)
         state = PartitionState(self.node_id, role.leader_epoch, isr, role.controller_epoch)
         asyncio.get_running_loop().create_task(self._write_isr(role, state, role.zk_version, why))
 
@@ -499,6 +508,8 @@ class Replication:
             return
         finally:
             role.isr_change_pending = False
+            if role.leader_state is not None:
+                role.leader_state.settle()
         if len(state.isr) < before:        # written: counted whatever the role became meanwhile (metrics)
             self.isr_shrinks += 1
         elif len(state.isr) > before:

@@ -56,3 +56,32 @@ def test_a_follower_rejoins_once_it_reaches_the_high_watermark_and_this_epochs_s
     assert s.expand_candidates() == (F2,)
     s.commit_isr((0, 1, 2))
     assert s.expand_candidates() == ()
+
+
+def test_a_rejoining_follower_holds_the_high_watermark_back_while_its_isr_change_is_written():
+    """Kafka's maximal ISR (KIP-497): between proposing an expansion and ZooKeeper confirming it, records must not
+    be acknowledged without the joining follower, or it enters the ISR lacking them and, elected leader, loses them."""
+    s = state(isr=(0, 1))
+    s.on_follower_fetch(F1, 100, 100, 1001)
+    s.on_follower_fetch(F2, 100, 100, 1001)
+    assert s.advance_high_watermark(100) and s.high_watermark == 100
+    assert s.expand_candidates() == (F2,)
+    s.propose_isr((0, 1, 2))
+    s.on_follower_fetch(F1, 120, 120, 1002)       # the leader appended 20 more; F1 has them, F2 not yet
+    assert not s.advance_high_watermark(120) and s.high_watermark == 100
+    s.commit_isr((0, 1, 2))
+    s.settle()
+    s.on_follower_fetch(F2, 120, 120, 1003)
+    assert s.advance_high_watermark(120) and s.high_watermark == 120
+
+
+def test_a_shrink_counts_only_once_written():
+    s = state()
+    s.on_follower_fetch(F1, 50, 50, 1001)
+    s.on_follower_fetch(F2, 10, 50, 1001)
+    assert s.advance_high_watermark(50) and s.high_watermark == 10
+    s.propose_isr((0, 1))
+    assert not s.advance_high_watermark(50), "F2 may still be elected until the shrink is in ZooKeeper"
+    s.commit_isr((0, 1))
+    s.settle()
+    assert s.advance_high_watermark(50) and s.high_watermark == 50
