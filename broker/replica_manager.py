@@ -162,7 +162,7 @@ class ReplicaManager:
             self.logs.update_topic_config(info.name, self.registry.config_of(info.name))
 
     def check_tiering(self, config: TopicConfig) -> None:
-        """remote.storage.enable needs tiered storage on the broker (a single broker in this version) and a
+        """remote.storage.enable needs tiered storage on the broker and a
         topic that deletes rather than compacts (Kafka's rules and wording); InvalidConfigError otherwise."""
         if not config.remote_storage_enable:
             return

@@ -43,6 +43,7 @@ from broker.security.listeners import Listener, configured_listeners, exposure_p
 from kafka_protocol.errors import InvalidConfigError
 
 if TYPE_CHECKING:
+    from broker.log.partition_log import PartitionLog
     from broker.tiered.remote_log_manager import RemoteLogManager
 from broker.fetch_sessions import FetchSessionCache
 from broker.groups.offset_store import OFFSETS_TOPIC
@@ -140,7 +141,7 @@ class BrokerServer:
         replicas.startup()
         metrics.recovery_seconds.set(time.monotonic() - loading)
         self._cleaner = LogCleaner(logs, enabled=cfg["log.cleaner.enable"], backoff_ms=cfg["log.cleaner.backoff.ms"])
-        remote = self._remote_log_manager(registry, logs)
+        remote = self._remote_log_manager(registry, logs, replicas)
         groups = GroupService(cfg, replicas, time.time, cluster=bool(cfg["zookeeper.connect"]))
         groups.startup()
         preload_schemas((a.key, v) for a in apis(cluster=True).values() for v in range(a.min_version, a.max_version + 1))
@@ -161,7 +162,7 @@ class BrokerServer:
         transactions = TransactionCoordinator(cfg, replicas, None)
         transactions.on_offsets_marker = groups.on_txn_marker
         if cfg["zookeeper.connect"]:
-            node, meta = await self._join_cluster(replicas, groups, transactions, stored)
+            node, meta = await self._join_cluster(replicas, groups, transactions, stored, remote)
             await asyncio.to_thread(SecuritySync(node.zk, credentials,
                                                  authorizer.store if authorizer is not None else None).start)
             producer_ids = ProducerIdManager(self.data_dir, block_source=node.producer_id_block)
@@ -214,7 +215,8 @@ class BrokerServer:
 
     async def _join_cluster(self, replicas: ReplicaManager, groups: GroupService,
                             transactions: TransactionCoordinator,
-                            meta: MetaProperties | None) -> tuple[ClusterNode, MetaProperties]:
+                            meta: MetaProperties | None,
+                            remote: "RemoteLogManager | None") -> tuple[ClusterNode, MetaProperties]:
         """Cluster mode: check the data directory belongs to the cluster (a new cluster takes its id and its
         topics), register in ZooKeeper and follow the cluster view; roles arrive from the controller."""
         cfg = self.config
@@ -242,7 +244,8 @@ class BrokerServer:
                            else endpoints,
                            peer_security=self.peer_security, **node_settings(cfg))
         replication = Replication(cfg["broker.id"], cfg, replicas, node.write_isr, replicas.wake,
-                                  peer_security=self.peer_security)
+                                  peer_security=self.peer_security,
+                                  tiered_restore=remote.restore_follower_state if remote is not None else None)
         replication.on_leadership(OFFSETS_TOPIC, groups.on_offsets_partition)
         replication.on_leadership(TRANSACTION_STATE_TOPIC, transactions.on_state_partition)
         transactions.channel = BrokerChannel(cfg["broker.id"], lambda: replication.view.brokers, self.peer_security)
@@ -325,15 +328,14 @@ class BrokerServer:
             self._lock_fd = None
         log.info("pylog broker stopped cleanly")
 
-    def _remote_log_manager(self, registry: TopicRegistry, logs: LogManager) -> "RemoteLogManager | None":
+    def _remote_log_manager(self, registry: TopicRegistry, logs: LogManager,
+                            replicas: ReplicaManager) -> "RemoteLogManager | None":
         """Tiered storage's manager when remote.log.storage.system.enable is set (InvalidConfigError when it
-        cannot run: cluster mode, no remote.log.storage.url)."""
+        cannot run: no remote.log.storage.url). In cluster mode every broker names the same store, and a
+        partition's leader uploads (`Replication.leads`)."""
         cfg = self.config
         if not cfg["remote.log.storage.system.enable"]:
             return None
-        if cfg["zookeeper.connect"]:
-            raise InvalidConfigError("remote.log.storage.system.enable: tiered storage runs on a single broker in "
-                                     "this version, not with zookeeper.connect")
         if not cfg["remote.log.storage.url"]:
             raise InvalidConfigError("remote.log.storage.system.enable needs remote.log.storage.url "
                                      "(s3://bucket/prefix, or a local directory)")
@@ -343,9 +345,13 @@ class BrokerServer:
             info = registry.get(topic)
             return None if info is None else str(info.topic_id)
 
+        def leads(plog: "PartitionLog") -> bool:
+            replication = replicas.replication
+            return replication is not None and replication.leads(plog.topic, plog.partition)
+
         return RemoteLogManager(cfg["remote.log.storage.url"], cache_bytes=cfg["remote.log.reader.cache.bytes"],
                                 fetch_wait_s=cfg["remote.fetch.max.wait.ms"] / 1000.0, topic_id=topic_id,
-                                logs=logs.all_logs)
+                                logs=logs.all_logs, leads=leads if cfg["zookeeper.connect"] else None)
 
     async def _tiering_loop(self, remote: "RemoteLogManager") -> None:
         """Tiered storage's periodic work: the first pass at once (it takes the tiered partitions on), then

@@ -737,10 +737,12 @@ class PartitionLog:
                  self.log_end_offset)
         return self.log_end_offset
 
-    def truncate_fully_and_start_at(self, offset: int) -> None:
+    def truncate_fully_and_start_at(self, offset: int, log_start: int | None = None) -> None:
         """Delete every segment and start empty at `offset`: log start = high watermark = log end.
 
-        For a follower below the leader's log start offset. The epoch cache and producer state are cleared.
+        For a follower below the leader's log start offset, or (`log_start` below `offset`) below a tiered
+        leader's earliest local offset, the offsets between held in remote storage. The epoch cache and
+        producer state are cleared.
         """
         if offset < 0:
             raise ValueError(f"cannot start {self.name} at negative offset {offset}")
@@ -749,11 +751,24 @@ class PartitionLog:
             self._schedule_delete(self.segments.pop_last(), now_ms, f"truncation to start at {offset}")
         self._add_segment(self._open_segment(offset, jitter=True))
         self.log_end_offset = self.log_start_offset = offset
+        if log_start is not None and log_start < offset:
+            self.log_start_offset = log_start
+            self.remote_next_offset = offset
         self._write_log_start_checkpoint()
         self.leader_epochs.clear()
         self.producers.truncate_fully()
         self._high_watermark = offset
         log.info("%s: emptied, starting at offset %d", self.name, offset)
+
+    def restore_tiered_state(self, snapshot: bytes | None, leader_epochs: bytes | None) -> None:
+        """Just started empty at a tiered leader's earliest local offset: take the producer snapshot and leader
+        epoch checkpoint the remote segment ending here recorded (Kafka's follower builds the same state)."""
+        if leader_epochs is not None:
+            atomic_write(self.directory / LEADER_EPOCH_FILE, leader_epochs)
+            self._load_leader_epochs()
+        if snapshot is not None:
+            atomic_write(self.directory / offset_file_name(self.log_end_offset, ".snapshot"), snapshot, durable=False)
+            self._load_producer_state()
 
     def _after_truncation(self) -> None:
         end = self.log_end_offset

@@ -13,6 +13,9 @@ task on the broker's loop):
   bounded by its own log end offset;
 - OFFSET_OUT_OF_RANGE: ahead of the leader → truncate to the leader's end; behind its log start →
   start over at the leader's log start (ListOffsets);
+- OFFSET_MOVED_TO_TIERED_STORAGE (a tiered partition whose older segments the leader holds only in remote
+  storage, KIP-405): start over at the leader's earliest local offset, with the log start offset below it
+  and the producer state and leader epochs of the remote segment that ends there (`TieredRestore`);
 - an incremental fetch session (KIP-227, as Kafka's followers keep one per leader): after a full
   fetch opens it, a request names only the partitions whose fetch position changed (and the ones
   it stops fetching), and the leader answers only the partitions with something new, so idle
@@ -29,7 +32,7 @@ import asyncio
 import logging
 import time
 from dataclasses import dataclass, field
-from typing import Callable
+from typing import Awaitable, Callable
 
 from kafka_protocol.topic_partition import TopicPartition
 from kafka_protocol.api_keys import ApiKey
@@ -47,7 +50,11 @@ from broker.security.inter_broker import PeerSecurity
 log = logging.getLogger(__name__)
 quiet_log = quiet(logging.getLogger(__name__ + ".repeats"))
 
-FETCH_VERSION, OFFSET_FOR_LEADER_EPOCH_VERSION, LIST_OFFSETS_VERSION = 12, 4, 7
+FETCH_VERSION, OFFSET_FOR_LEADER_EPOCH_VERSION, LIST_OFFSETS_VERSION = 12, 4, 8     # ListOffsets 8: earliest local
+EARLIEST, LATEST, EARLIEST_LOCAL = -2, -1, -4
+# a follower starting over at the leader's earliest local offset: the remote log manager restores the producer
+# state and leader epochs there (RemoteLogManager.restore_follower_state)
+TieredRestore = Callable[[PartitionLog, int], Awaitable[None]]
 RETRY_SOON_S = 0.05
 THROTTLE_RECHECK_S = 0.1      # a throttled partition over its quota is looked at again after this
 
@@ -75,6 +82,7 @@ class FetcherSettings:
     backoff_ms: int
     request_timeout_ms: int
     security: PeerSecurity | None = None      # the inter-broker listener's, when not PLAINTEXT
+    tiered_restore: TieredRestore | None = None   # tiered storage on this broker
 
 
 FetchPosition = tuple[int, int, int, int]     # fetch offset, leader epoch, log start offset, max bytes
@@ -286,6 +294,8 @@ class ReplicaFetcher:
                 self._apply(fp, part.records, part.high_watermark, part.log_start_offset)
             elif code == ErrorCode.offset_out_of_range:
                 await self._out_of_range(fp)
+            elif code == ErrorCode.offset_moved_to_tiered_storage and s.tiered_restore is not None:
+                await self._from_tiered(fp, s.tiered_restore)
             elif code in (ErrorCode.fenced_leader_epoch, ErrorCode.unknown_leader_epoch,
                           ErrorCode.not_leader_or_follower, ErrorCode.unknown_topic_or_partition):
                 self._fence(fp, f"the leader answered {ErrorCode(code).name}")
@@ -312,22 +322,43 @@ class ReplicaFetcher:
         if plog.high_watermark != before:
             self._on_high_watermark(fp.tp)
 
-    async def _out_of_range(self, fp: FollowedPartition) -> None:
-        """Our fetch offset is outside the leader's log: ahead of its end, or behind its start."""
+    async def _edges(self, fp: FollowedPartition, *which: int) -> dict[int, int] | None:
+        """The leader's offsets for each ListOffsets timestamp in `which`; None (and the partition fenced) when it
+        refuses or is no longer the one this partition follows."""
         timeout_s = self.settings.request_timeout_ms / 1000.0
         edges = {}
-        for which in (-2, -1):
-            body = list_offsets_request(LIST_OFFSETS_VERSION, fp.topic, fp.partition, which, False,
+        for w in which:
+            body = list_offsets_request(LIST_OFFSETS_VERSION, fp.topic, fp.partition, w, False,
                                         replica_id=self.settings.replica_id)
             resp = await self.conn.request(ApiKey.LIST_OFFSETS, LIST_OFFSETS_VERSION, body, timeout_s)
             part = resp.topics[0].partitions[0]
             if part.error_code != ErrorCode.none:
                 self._fence(fp, f"ListOffsets answered {ErrorCode(part.error_code).name}")
-                return
-            edges[which] = part.offset
-        if not self._current(fp):
+                return None
+            edges[w] = part.offset
+        return edges if self._current(fp) else None
+
+    async def _from_tiered(self, fp: FollowedPartition, restore: TieredRestore) -> None:
+        """Our fetch offset lies in the leader's remote segments: copy only its local log, as Kafka's followers."""
+        edges = await self._edges(fp, EARLIEST, EARLIEST_LOCAL)
+        if edges is None:
             return
-        earliest, latest = edges[-2], edges[-1]
+        log_start, local_start = edges[EARLIEST], edges[EARLIEST_LOCAL]
+        log.info("%s-%d: offsets below %d are in remote storage; starting at the leader's earliest local offset",
+                 fp.topic, fp.partition, local_start)
+        fp.log.truncate_fully_and_start_at(local_start, log_start=min(log_start, local_start))
+        try:
+            await restore(fp.log, local_start)
+        except Exception as e:  # noqa: BLE001 - without it, only the producers' duplicate detection is weaker
+            log.warning("%s-%d: producer state and leader epochs at %d not restored from remote storage: %s",
+                        fp.topic, fp.partition, local_start, e)
+
+    async def _out_of_range(self, fp: FollowedPartition) -> None:
+        """Our fetch offset is outside the leader's log: ahead of its end, or behind its start."""
+        edges = await self._edges(fp, EARLIEST, LATEST)
+        if edges is None:
+            return
+        earliest, latest = edges[EARLIEST], edges[LATEST]
         end = fp.log.log_end_offset
         if end > latest:
             self._truncate_to(fp, latest, f"ahead of the leader's log end {latest}")

@@ -119,13 +119,18 @@ class ObjectStore:
 
     def names(self, folder: str) -> list[str]:
         """The object names directly in `folder` ([] when there are none)."""
+        return list(self.listing(folder))
+
+    def listing(self, folder: str) -> dict[str, float | None]:
+        """The objects directly in `folder`: name -> last modified (seconds since the epoch; None if unknown)."""
         from pyarrow import fs
 
         try:
             infos = self.fs.get_file_info(fs.FileSelector(self._path(folder), allow_not_found=True))
         except OSError as e:
             raise self._fail("cannot list", folder, e) from None
-        return [i.base_name for i in infos if i.type == fs.FileType.File]
+        return {i.base_name: (i.mtime.timestamp() if i.mtime is not None else None)
+                for i in infos if i.type == fs.FileType.File}
 
     def delete(self, key: str) -> None:
         try:

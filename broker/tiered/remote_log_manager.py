@@ -2,10 +2,15 @@
 
 On a broker with `remote.log.storage.system.enable`, for every partition of a topic with
 `remote.storage.enable`:
-  - **Takes the partition on** (`adopt`): lists its folder in the store, reads the metadata objects, deletes
-    orphans (objects of an upload that never wrote its metadata, and a repeated upload of offsets another
-    segment holds), and tells the log where the remote copy ends (`PartitionLog.remote_next_offset`), which
-    lets local retention delete what is uploaded, and where the log starts.
+  - **Takes the partition on** as its leader (`adopt`; at start, and again whenever this broker becomes its
+    leader): lists its folder in the store, reads the metadata objects, deletes orphans (objects of an upload that
+    never wrote its metadata; in a cluster only those older than ORPHAN_GRACE_S, as a deposed leader may still be
+    uploading) and uploads other segments already hold, and tells the log where the remote copy ends
+    (`PartitionLog.remote_next_offset`), which lets local retention delete what is uploaded, and where the log
+    starts. Only the leader uploads and deletes; a follower re-reads the folder every pass (`refresh`), so its
+    own local retention deletes only what the leader recorded, and after a failover the new leader continues
+    from the recorded metadata: its first upload may straddle the old leader's last one (replicas roll
+    segments at different offsets), nothing is uploaded twice whole.
   - **Uploads** (`run_cycle`, every remote.log.manager.task.interval.ms): each closed segment whose offsets are
     all below the high watermark and the last stable offset, in offset order: its `.log`, indexes, aborted
     transactions, producer snapshot and leader epochs, then its metadata. The metadata object is the commit:
@@ -41,6 +46,7 @@ from broker.tiered.remote_segment import (
     RemoteSegment,
     index_position,
     parse_object_name,
+    partition_folder,
 )
 from kafka_protocol.errors import KafkaStorageError
 from kafka_protocol.quiet_logging import quiet
@@ -57,6 +63,8 @@ TP = tuple[str, int]
 T = TypeVar("T")
 CHUNK_BYTES = 4 * 1024 * 1024     # one ranged read of a remote .log
 _TIME_ENTRY_SIZE = 12
+# in a cluster, an object without metadata younger than this may be a deposed leader's upload still running
+ORPHAN_GRACE_S = 600.0
 
 
 @dataclass(frozen=True)
@@ -122,12 +130,15 @@ def whole_batches(data: bytes, from_offset: int, max_bytes: int, min_one: bool) 
 class RemoteLogManager:
     def __init__(self, url: str, *, cache_bytes: int, fetch_wait_s: float,
                  topic_id: Callable[[str], str | None], logs: Callable[[], list[PartitionLog]],
-                 clock: Callable[[], float] = time.time) -> None:
+                 leads: Callable[[PartitionLog], bool] | None = None, clock: Callable[[], float] = time.time) -> None:
         self.store = ObjectStore(url)
         self.cache = ChunkCache(cache_bytes)
         self.fetch_wait_s = fetch_wait_s
         self._topic_id = topic_id
         self._logs = logs
+        self.cluster = leads is not None
+        self._leads = leads or (lambda _plog: True)
+        self._leading: set[TP] = set()     # partitions taken on as their leader (adopt) and still led
         self._clock = clock
         self.partitions: dict[TP, RemotePartition] = {}
         self._aborted: dict[str, list[AbortedTxn]] = {}    # each remote segment's aborted transactions (small)
@@ -148,35 +159,81 @@ class RemoteLogManager:
     def _wanted(self) -> list[PartitionLog]:
         return [p for p in self._logs() if p.config.remote_storage_enable and self._topic_id(p.topic)]
 
-    async def adopt(self, plog: PartitionLog) -> None:
-        """Read the partition's remote segments, delete orphans, and tell the log what is uploaded."""
+    async def _read_remote(self, plog: PartitionLog) -> tuple[RemotePartition, list[RemoteSegment], dict[str, float | None]]:
+        """The partition's remote segments as its folder lists them now, the duplicates among them, and the listing
+        (metadata already known is not read again)."""
         tp = (plog.topic, plog.partition)
         topic_id = self._topic_id(plog.topic)
         assert topic_id is not None
-        folder = f"{plog.topic}-{plog.partition}-{topic_id}"
-        names = await self._io(self.store.names, folder)
-        assert isinstance(names, list)
-        metas = [n for n in names if n.endswith(META_SUFFIX)]
+        folder = self._folders[tp] = partition_folder(plog.topic, plog.partition, topic_id)
+        listing = await self._io(self.store.listing, folder)
+        assert isinstance(listing, dict)
+        known = {s.segment_id: s for s in (self.partitions[tp].segments if tp in self.partitions else [])}
         segments = []
-        for name in metas:
-            data = await self._io(self.store.get_bytes, f"{folder}/{name}")
-            assert isinstance(data, bytes)
-            segments.append(RemoteSegment.from_json(data))
+        for name in listing:
+            parsed = parse_object_name(name)
+            if parsed is None or parsed[2] != META_SUFFIX:
+                continue
+            seg = known.get(parsed[1])
+            if seg is None:
+                data = await self._io(self.store.get_bytes, f"{folder}/{name}")
+                assert isinstance(data, bytes)
+                seg = RemoteSegment.from_json(data)
+            segments.append(seg)
         remote, duplicates = RemotePartition.from_listing(segments)
         for seg in remote.segments:
-            if ".txnindex" in seg.files:
+            if ".txnindex" in seg.files and seg.segment_id not in self._aborted:
                 self._aborted[seg.segment_id] = parse_entries(await self._io(self.store.get_bytes,
                                                                              seg.key(".txnindex")))
-        committed = {s.segment_id for s in remote.segments}
+        return remote, duplicates, listing
+
+    async def adopt(self, plog: PartitionLog) -> None:
+        """As the partition's leader: read its remote segments, delete orphans and duplicates, and tell the log what
+        is uploaded."""
+        tp = (plog.topic, plog.partition)
+        remote, duplicates, listing = await self._read_remote(plog)
+        folder = self._folders[tp]
         for seg in duplicates:
             await self._delete_segment(seg)
-        for name in names:      # objects of uploads that never wrote their metadata: never data
+        committed = {s.segment_id for s in remote.segments} | {d.segment_id for d in duplicates}
+        now = self._clock()
+        for name, modified in listing.items():      # objects of uploads that never wrote their metadata: never data
             parsed = parse_object_name(name)
-            if parsed and parsed[1] not in committed and parsed[1] not in {d.segment_id for d in duplicates}:
-                await self._io(self.store.delete, f"{folder}/{name}")
-                log.info("%s: deleted %s, left by an upload that did not finish", plog.name, name)
+            if parsed is None or parsed[1] in committed:
+                continue
+            if self.cluster and (modified is None or now - modified < ORPHAN_GRACE_S):
+                continue        # perhaps the upload of a leader that has not yet learned it was replaced
+            await self._io(self.store.delete, f"{folder}/{name}")
+            log.info("%s: deleted %s, left by an upload that did not finish", plog.name, name)
         self.partitions[tp] = remote
-        self._folders[tp] = folder
+        self._leading.add(tp)
+        self._tell_log(plog, remote)
+        log.info("%s: tiered, %d remote segments (offsets %s..%s), local from %d", plog.name, len(remote),
+                 remote.start_offset, remote.next_offset, plog.segments[0].base_offset)
+
+    async def refresh(self, plog: PartitionLog) -> None:
+        """As a follower: learn what the leader uploaded (local retention deletes only that), deleting nothing."""
+        remote, _, _ = await self._read_remote(plog)
+        self.partitions[(plog.topic, plog.partition)] = remote
+        self._tell_log(plog, remote)
+
+    async def restore_follower_state(self, plog: PartitionLog, offset: int) -> None:
+        """A follower that starts empty at its leader's earliest local offset `offset`: the producer state and leader
+        epochs recorded with the remote segment that ends there (none: nothing to restore, as after a failover the
+        leader's segments may end elsewhere; duplicate detection then starts afresh for producers seen before)."""
+        await self.refresh(plog)
+        remote = self.partitions[(plog.topic, plog.partition)]
+        seg = next((s for s in reversed(remote.segments) if s.next_offset == offset), None)
+        if seg is None:
+            log.info("%s: no remote segment ends at %d; producer state starts afresh there", plog.name, offset)
+            return
+        snapshot = await self._io(self.store.get_bytes, seg.key(".snapshot")) if ".snapshot" in seg.files else None
+        epochs = (await self._io(self.store.get_bytes, seg.key(".leader-epoch-checkpoint"))
+                  if ".leader-epoch-checkpoint" in seg.files else None)
+        plog.restore_tiered_state(snapshot, epochs)
+
+    @staticmethod
+    def _tell_log(plog: PartitionLog, remote: RemotePartition) -> None:
         start = remote.start_offset
         local_start = plog.segments[0].base_offset
         if start is None or start > plog.log_start_offset:
@@ -184,20 +241,23 @@ class RemoteLogManager:
             plog.log_start_offset = max(plog.log_start_offset, min(start if start is not None else local_start,
                                                                    local_start))
         plog.remote_next_offset = remote.next_offset if remote.next_offset is not None else local_start
-        log.info("%s: tiered, %d remote segments (offsets %s..%s), local from %d", plog.name, len(remote),
-                 remote.start_offset, remote.next_offset, local_start)
 
     # --- the periodic work ------------------------------------------------------------------------
 
     async def run_cycle(self) -> None:
-        """Take on new tiered partitions, upload what is eligible, apply remote retention, forget deleted topics."""
+        """Take on new tiered partitions, upload what is eligible, apply remote retention, forget deleted topics.
+        Only a partition's leader uploads and deletes; a follower reads what the leader recorded."""
         live = set()
         for plog in self._wanted():
             tp = (plog.topic, plog.partition)
             live.add(tp)
             try:
-                if tp not in self.partitions:
-                    await self.adopt(plog)
+                if not self._leads(plog):
+                    self._leading.discard(tp)
+                    await self.refresh(plog)
+                    continue
+                if tp not in self._leading:
+                    await self.adopt(plog)      # again after leading elsewhere: another leader may have uploaded
                 if not plog.config.remote_log_copy_disable:
                     await self._upload_eligible(plog)
                 await self._apply_retention(plog)
@@ -214,7 +274,9 @@ class RemoteLogManager:
         done = remote.next_offset if remote.next_offset is not None else -1
         segments = list(plog.segments)
         for seg, after in zip(segments, segments[1:]):
-            if seg.base_offset < done or after.base_offset > limit or seg.size == 0:
+            # a segment that straddles the remote end (a new leader's, rolled elsewhere than the old leader's) goes
+            # whole: remote segments may overlap
+            if after.base_offset <= done or after.base_offset > limit or seg.size == 0:
                 continue
             await self._upload(plog, remote, seg, after.base_offset)
 
@@ -299,7 +361,9 @@ class RemoteLogManager:
         is gone its objects are deleted."""
         remote = self.partitions.pop(tp)
         folder = self._folders.pop(tp)
-        if self._topic_id(tp[0]) is None or not folder.endswith(f"-{self._topic_id(tp[0])}"):
+        led = tp in self._leading
+        self._leading.discard(tp)
+        if led and (self._topic_id(tp[0]) is None or not folder.endswith(f"-{self._topic_id(tp[0])}")):
             for seg in list(remote.segments):
                 await self._delete_segment(seg)
             for name in await self._io(self.store.names, folder):

@@ -8,8 +8,11 @@ storage once its metadata object is there (Kafka records the same in `__remote_l
 metadata lives beside the data, so whichever broker leads later finds it). Objects without metadata are
 an upload that did not finish: orphans, deleted, never served.
 
-`RemotePartition` is the ordered, non-overlapping list of one partition's remote segments with the lookups
-the fetch path, ListOffsets and retention need. `index_position` finds a batch's byte position in a
+`RemotePartition` is the ordered list of one partition's remote segments with the lookups the fetch path,
+ListOffsets and retention need. Each segment ends beyond the one before it (compaction may leave gaps between
+them). Segments may overlap: in a cluster, replicas roll their segments
+at different offsets, and a new leader uploads its own segment that straddles the previous leader's last
+upload (as Kafka's RemoteLogManager does); an offset both hold is the same record in each. `index_position` finds a batch's byte position in a
 downloaded `.index` object, as the local OffsetIndex does in its file.
 """
 from __future__ import annotations
@@ -73,7 +76,7 @@ class RemoteSegment:
 
 
 class RemotePartition:
-    """The remote segments of one partition, ordered by base offset and never overlapping."""
+    """The remote segments of one partition, ordered by base offset, each ending beyond the one before."""
 
     def __init__(self, segments: list[RemoteSegment] | None = None) -> None:
         self.segments: list[RemoteSegment] = []
@@ -82,21 +85,22 @@ class RemotePartition:
 
     @staticmethod
     def from_listing(segments: list[RemoteSegment]) -> tuple[RemotePartition, list[RemoteSegment]]:
-        """The partition from every metadata object found, and the segments to delete: one whose offsets another
-        segment uploaded earlier already holds (an upload repeated after a crash between the metadata write
-        and the broker noting it)."""
+        """The partition from every metadata object found, and the segments to delete: one whose offsets other
+        segments already hold (an upload repeated after a crash between the metadata write and the broker noting
+        it, or two brokers that both believed they led)."""
         kept: list[RemoteSegment] = []
         dropped: list[RemoteSegment] = []
-        for seg in sorted(segments, key=lambda s: (s.base_offset, s.uploaded_ms, s.segment_id)):
-            if kept and seg.base_offset < kept[-1].next_offset:
+        for seg in sorted(segments, key=lambda s: (s.base_offset, -s.next_offset, s.uploaded_ms, s.segment_id)):
+            if kept and seg.next_offset <= kept[-1].next_offset:
                 dropped.append(seg)
             else:
                 kept.append(seg)
         return RemotePartition(kept), dropped
 
     def add(self, seg: RemoteSegment) -> None:
-        if self.segments and seg.base_offset < self.segments[-1].next_offset:
-            raise ValueError(f"remote segment {seg.base_offset}..{seg.next_offset} overlaps the last one "
+        last = self.segments[-1] if self.segments else None
+        if last is not None and not (seg.base_offset >= last.base_offset and seg.next_offset > last.next_offset):
+            raise ValueError(f"remote segment {seg.base_offset}..{seg.next_offset} does not extend the last one "
                              f"({self.segments[-1].base_offset}..{self.segments[-1].next_offset})")
         self.segments.append(seg)
 

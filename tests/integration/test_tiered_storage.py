@@ -17,6 +17,7 @@ from confluent_kafka.admin import AdminClient, NewTopic
 from pyarrow import fs
 
 from broker.tiered.object_store import ObjectStore
+from broker.tiered.remote_segment import RemoteSegment
 from pylog.launch.process import BrokerProcess
 from tests.support.waiting import wait_for
 
@@ -220,3 +221,73 @@ def test_deleting_a_topic_deletes_its_objects_and_tiering_needs_the_broker_setti
     admin = AdminClient({"bootstrap.servers": plain.bootstrap})
     with pytest.raises(KafkaException, match="Tiered Storage functionality is disabled in the broker"):
         admin.create_topics([NewTopic("t", 1, 1, config={"remote.storage.enable": "true"})])["t"].result(15)
+
+
+def _remote_segments(prefix: str, topic: str) -> list[RemoteSegment]:
+    store = ObjectStore(f"s3://tables/{prefix}")
+    folder = next(i.base_name for i in store.fs.get_file_info(fs.FileSelector(store.root))
+                  if i.base_name.startswith(f"{topic}-0-"))
+    return sorted((RemoteSegment.from_json(store.get_bytes(f"{folder}/{n}")) for n in store.names(folder)
+                   if n.endswith(".meta.json")), key=lambda s: s.base_offset)
+
+
+def test_in_a_cluster_the_leader_uploads_and_a_new_leader_and_a_rebuilt_replica_carry_on(zookeeper, s3_env,
+                                                                                          tmp_path):
+    """Three brokers, one bucket, a topic with three replicas. Only the leader uploads; followers free their disks
+    only up to what it recorded. The leader killed: the new one continues from the recorded segments (its first
+    upload may straddle the old leader's last; none is uploaded again whole). The killed broker comes back with
+    an empty disk: it copies only the leader's local log (OFFSET_MOVED_TO_TIERED_STORAGE), and once it is the
+    only leader left, every offset is still served, from the bucket below its disk."""
+    from pylog.launch.local_cluster import LocalCluster
+    from tests.support.cluster import SETTINGS, leader, wait_full_isr
+
+    prefix = uuid.uuid4().hex
+    tiering = {"remote.log.storage.system.enable": "true", "remote.log.storage.url": f"s3://tables/{prefix}",
+               "remote.log.manager.task.interval.ms": 200, "log.retention.check.interval.ms": 200,
+               "remote.fetch.max.wait.ms": 2000}
+    cluster = LocalCluster(tmp_path, 3, {**SETTINGS, **tiering}, zk_connect=zookeeper.connect,
+                           chroot=f"/tiered-{prefix[:8]}")
+    try:
+        cluster.start(timeout_s=120)
+        admin = AdminClient({"bootstrap.servers": cluster.bootstrap})
+        admin.create_topics([NewTopic("events", 1, 3, config=SEGMENT)])["events"].result(15)
+        wait_full_isr(cluster.bootstrap, "events", 1)
+        t0 = int(time.time() * 1000) - 3_600_000
+        _produce(cluster.bootstrap, "events", 0, 3000, t0)
+        first = leader(cluster.bootstrap, "events")
+        followers = [b for b in (0, 1, 2) if b != first]
+        wait_for(lambda: all(_local_start(cluster.broker(b), "events") > 2000 for b in (0, 1, 2)), 60,
+                 "every replica's disk freed up to the leader's uploads")
+        before = _remote_segments(prefix, "events")
+        uploaded_to = before[-1].next_offset
+        assert all(_local_start(cluster.broker(b), "events") <= uploaded_to for b in followers), \
+            "a follower keeps everything its leader has not uploaded"
+        assert all("uploaded segment" not in cluster.broker(b).log_text() for b in followers), "only the leader uploads"
+
+        cluster.kill(first)
+        _produce(cluster.bootstrap, "events", 3000, 2000, t0)
+        second = leader(cluster.bootstrap, "events")
+        wait_for(lambda: _remote_segments(prefix, "events")[-1].next_offset > 4000, 60, "the new leader uploading")
+        after = _remote_segments(prefix, "events")
+        assert {s.segment_id for s in before} <= {s.segment_id for s in after}, "the old leader's uploads stand"
+        new = [s for s in after if s.segment_id not in {b.segment_id for b in before}]
+        assert new and all(s.next_offset > uploaded_to for s in new), "nothing the old leader uploaded went again"
+        assert "uploaded segment" in cluster.broker(second).log_text()
+        expected = [_expected(i, t0) for i in range(5000)]
+        assert _consume(cluster.bootstrap, "events", 5000) == expected
+
+        import shutil
+        shutil.rmtree(cluster.broker(first).data_dir / "events-0")
+        cluster.broker(first).start()
+        wait_full_isr(cluster.bootstrap, "events", 1, timeout_s=60)
+        rebuilt = _local_start(cluster.broker(first), "events")
+        assert rebuilt > 0, "the empty replica copied only the leader's local log"
+        assert "starting at the leader's earliest local offset" in cluster.broker(first).log_text()
+        for b in (0, 1, 2):
+            if b != first:
+                cluster.kill(b)
+        wait_for(lambda: leader(cluster.broker(first).bootstrap, "events") == first, 60, "the rebuilt replica leading")
+        assert _consume(cluster.broker(first).bootstrap, "events", 5000) == expected, \
+            "every offset, from the rebuilt replica"
+    finally:
+        cluster.close()

@@ -28,8 +28,24 @@ def test_a_repeated_upload_of_the_same_offsets_is_dropped_keeping_the_first():
     remote, dropped = RemotePartition.from_listing([next_, again, first])
     assert [s.segment_id for s in remote.segments] == ["a" * 32, next_.segment_id] and dropped == [again]
     assert (remote.start_offset, remote.next_offset, remote.size_in_bytes()) == (0, 200, 200)
-    with pytest.raises(ValueError, match="overlaps"):
-        remote.add(_seg(150, 250))
+    with pytest.raises(ValueError, match="does not extend"):
+        remote.add(_seg(150, 180))                                # inside what is there: nothing new
+
+
+def test_a_new_leaders_straddling_upload_extends_the_partition_and_covered_uploads_are_dropped():
+    """Replicas roll at different offsets: a new leader's first upload starts inside the last segment the old
+    leader uploaded. It is kept (it brings offsets 200..259); an upload entirely inside others is dropped."""
+    old_a, old_b, new = _seg(0, 100), _seg(100, 200), _seg(150, 260)
+    inside = _seg(120, 190, sid="c" * 32)
+    remote, dropped = RemotePartition.from_listing([new, inside, old_b, old_a])
+    assert [(s.base_offset, s.next_offset) for s in remote.segments] == [(0, 100), (100, 200), (150, 260)]
+    assert dropped == [inside]
+    assert remote.find(170).base_offset == 100 and remote.find(230).base_offset == 150
+    remote.add(_seg(260, 300))
+    assert remote.next_offset == 300
+    remote.remove_first()
+    remote.remove_first()
+    assert remote.start_offset == 150, "the straddling segment still holds 150..199"
 
 
 def test_lookups_by_offset_and_timestamp():
