@@ -6,7 +6,11 @@ min-max reported). In every block, on fresh topics of `--partitions` partitions 
 
 - produce, idempotent: `--records` (default 1,000,000) records of 100 B with enable.idempotence=true,
   acks=all, linger.ms 5, batch.size 1 MB, no compression; a tight produce() loop with poll(0) every
-  1,000 records; timed from the first send to the end of flush(). The clock starts after one delivered
+  1,000 records, record i to partition i % partitions. The partition is named because librdkafka's default
+  partitioner puts keyless records on a random partition (sticky for 10 ms): the two brokers then held
+  different layouts (in a probe, one broker's 8-partition topic had data in 2 partitions, the other's in 3),
+  and a reader's speed depends on how many partitions it reads in parallel and on librdkafka growing a
+  partition's fetch size after a fetch that brought only aborted batches; timed from the first send to the end of flush(). The clock starts after one delivered
   warm-up record (librdkafka's idempotent producer waits 500 ms for its producer id otherwise);
 - produce, transactional: the same producer settings plus transactional.id; after init_transactions()
   and one committed 1-record warm-up transaction, `--records` / `--per-txn` transactions (default 10 of
@@ -99,13 +103,14 @@ def _cpu() -> float:
     return ru.ru_utime + ru.ru_stime
 
 
-def _produce_n(produce, poll, topic: str, payload: bytes, count: int) -> float:
-    """`count` produce() calls, polling when the local queue is full; the seconds spent waiting for room."""
+def _produce_n(produce, poll, topic: str, payload: bytes, count: int, partitions: int = 1) -> float:
+    """`count` produce() calls, record i to partition i % `partitions` (so every broker gets the same layout),
+    polling when the local queue is full; the seconds spent waiting for room."""
     full_s = 0.0
     for i in range(count):
         while True:
             try:
-                produce(topic, payload)
+                produce(topic, payload, partition=i % partitions)
                 break
             except BufferError:
                 t = time.perf_counter()
@@ -117,7 +122,7 @@ def _produce_n(produce, poll, topic: str, payload: bytes, count: int) -> float:
 
 
 def worker_produce(bootstrap: str, topic: str, count: int, size: int, mode: str, per_txn: int = 100_000,
-                   abort_every_other: bool = False, linger_ms: int | None = None) -> dict:
+                   abort_every_other: bool = False, linger_ms: int | None = None, partitions: int = 1) -> dict:
     from confluent_kafka import Producer
 
     errors: list[str] = []
@@ -143,10 +148,10 @@ def worker_produce(bootstrap: str, topic: str, count: int, size: int, mode: str,
     t = now()
     if transactional:
         p.begin_transaction()
-        produce(topic, payload)
+        produce(topic, payload, partition=0)
         p.commit_transaction(60)
     else:
-        produce(topic, payload)
+        produce(topic, payload, partition=0)
         if p.flush(60):
             raise RuntimeError("warm-up record not delivered in 60 s")
     warmup_s = now() - t
@@ -161,7 +166,7 @@ def worker_produce(bootstrap: str, topic: str, count: int, size: int, mode: str,
             n = per_txn if k < n_txn - 1 else count - per_txn * (n_txn - 1)
             t0 = now()
             p.begin_transaction()
-            full_s += _produce_n(produce, poll, topic, payload, n)
+            full_s += _produce_n(produce, poll, topic, payload, n, partitions)
             t1 = now()
             left = p.flush(120)
             t2 = now()
@@ -176,7 +181,7 @@ def worker_produce(bootstrap: str, topic: str, count: int, size: int, mode: str,
                          "left_after_flush": left})
         remaining = 0
     else:
-        full_s = _produce_n(produce, poll, topic, payload, count)
+        full_s = _produce_n(produce, poll, topic, payload, count, partitions)
         remaining = p.flush(120)
         committed = count
     elapsed = now() - started
@@ -451,7 +456,8 @@ def main() -> int:
                 _common.create_topic(bp.bootstrap, t, parts)
         except Exception as e:  # noqa: BLE001
             return {"failed": f"create topic: {e}"}
-        base = {"kind": "produce", "bootstrap": bp.bootstrap, "count": n, "size": size, "per_txn": args.per_txn}
+        base = {"kind": "produce", "bootstrap": bp.bootstrap, "count": n, "size": size, "per_txn": args.per_txn,
+                "partitions": parts}
         order = ["idempotent", "transactional"] if rep % 2 == 0 else ["transactional", "idempotent"]
         for mode in order:
             topic = topics["idem" if mode == "idempotent" else "txn"]
