@@ -175,6 +175,7 @@ class _StateCollector(Collector):
         yield from (size, segments, start, end, hw)
         yield from self._groups(watermarks)
         yield from self._cluster()
+        yield from self._tiered()
 
     def _groups(self, watermarks: dict[tuple[str, int], int]) -> Iterator[Metric]:
         groups = self.ctx.groups
@@ -207,6 +208,17 @@ class _StateCollector(Collector):
                 if high is not None:
                     lag.add_metric(key, max(high - value.offset, 0))
         yield from (count, members, rebalances, committed, lag)
+
+    def _tiered(self) -> Iterator[Metric]:
+        remote = self.ctx.remote
+        if remote is None:
+            return
+        yield CounterMetricFamily("pylog_remote_copy_segments", "Segments uploaded to remote storage "
+                                  "(Kafka's RemoteCopyRequestsPerSec).", value=remote.uploads)
+        yield CounterMetricFamily("pylog_remote_copy_failures", "Remote storage passes that failed.",
+                                  value=remote.upload_failures)
+        yield CounterMetricFamily("pylog_remote_fetch_bytes", "Record bytes served from remote storage in Fetch "
+                                  "responses (Kafka's RemoteFetchBytesPerSec).", value=remote.fetch_bytes)
 
     def _cluster(self) -> Iterator[Metric]:
         replication = self.ctx.replicas.replication

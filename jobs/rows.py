@@ -147,4 +147,8 @@ def source_options(cfg: Any) -> dict[str, str]:
     for k, v in cfg.values.items():
         if k.startswith("source.kafka."):
             opts[k[len("source."):]] = v
+        elif k == "source.remote.storage.url":
+            opts["remoteStorage"] = v
+        elif k.startswith("source.remote.storage."):
+            opts["remoteStorage." + k[len("source.remote.storage."):]] = v
     return opts

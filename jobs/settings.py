@@ -30,6 +30,11 @@ SOURCE = (
             "data is gone or a topic was re-created; false: warn once and read the new log from its start"),
     Setting("source.kafka.*", None, "passed to the Kafka client without the 'source.' prefix, e.g. "
             "source.kafka.security.protocol"),
+    Setting("source.remote.storage.url", None, "the brokers' remote.log.storage.url: offsets of tiered topics that "
+            "lie in the bucket are read from it by Spark's executors, not through the brokers (direct reads)"),
+    Setting("source.remote.storage.*", None, "that store's settings for direct reads, by delta-rs's names over the "
+            "standard AWS variables: e.g. source.remote.storage.aws_endpoint_url, "
+            "source.remote.storage.aws_access_key_id"),
 )
 SINK = (
     Setting("sink.table.path", None, "the Delta table to write: a local path or s3://bucket/path", True),

@@ -32,6 +32,7 @@ from kio.schema.errors import ErrorCode
 
 from kafka_protocol.fetch_response import FetchedPartition
 from sparklog.client_pool import ClientPool
+from sparklog.direct_reads import direct_reads
 from sparklog.errors import (
     RangeReadError,
     corrupt_records,
@@ -86,10 +87,11 @@ def error_name(code: int) -> str:
 def prefetch(ranges: Sequence[OffsetRange], settings: ReaderSettings) -> dict[OffsetRange, FetchedPartition]:
     """The first Fetch answer of each range of a small task (at most PREFETCH_TASK_RECORDS records),
     asked for in one request per leader and bounded by max.partition.fetch.bytes in all. Only answers
-    holding records are kept; a failure here is left to the range readers, which fetch again."""
+    holding records are kept; a failure here is left to the range readers, which fetch again. None with direct
+    reads (`remoteStorage`): a range's start may lie in the bucket, where the range reader reads it itself."""
     config = settings.client
     todo = [r for r in ranges if r.end > r.start]
-    if config is None or len(todo) < 2 or sum(r.size for r in todo) > PREFETCH_TASK_RECORDS:
+    if config is None or settings.remote_storage or len(todo) < 2 or sum(r.size for r in todo) > PREFETCH_TASK_RECORDS:
         return {}
     if len({r.tp for r in todo}) < len(todo):   # one partition twice in a request is not Kafka's
         return {}
@@ -129,6 +131,8 @@ class FetchRangeReader:
         self._out_of_range = 0
         self._deadline = 0.0
         self._below_end_since: float | None = None   # when the high watermark was first seen below the end
+        self._direct = (direct_reads(settings.remote_storage, settings.remote_storage_env) if settings.remote_storage
+                        else None)
 
     def _where(self) -> str:
         return (f"topic-partition {self.rng.topic}-{self.rng.partition}, offsets [{self.rng.start}, {self.rng.end}), "
@@ -170,6 +174,8 @@ class FetchRangeReader:
             try:
                 if self._first is not None:
                     fetched, self._first = self._first, None
+                elif (direct := self._direct_chunk(client)) is not None:
+                    fetched = direct
                 else:
                     fetched = client.fetch(topic, partition, self.next_offset, self._max_bytes)
                 code = fetched.error_code
@@ -199,6 +205,25 @@ class FetchRangeReader:
                 self.end = self.next_offset
                 break
             self._retry(f"no records returned below the high watermark {limit}")
+
+    def _direct_chunk(self, client: KafkaClient) -> FetchedPartition | None:
+        """The next batches from the bucket when they lie in a remote segment (sparklog.direct_reads); None: the
+        broker answers. A store that fails turns direct reads off for the rest of this range."""
+        if self._direct is None:
+            return None
+        topic, partition = self.rng.topic, self.rng.partition
+        try:
+            topic_id = client.topic_id(topic)
+            chunk = self._direct.read(topic, partition, topic_id, self.next_offset, self.config.read_committed) \
+                if topic_id is not None else None
+        except Exception as e:  # noqa: BLE001 - the broker can always answer instead
+            log.warning("pylog: reading %s from %s failed, reading through the broker instead: %s", self._where(),
+                        self._direct.url, e)
+            self._direct = None
+            return None
+        if chunk is None:
+            return None
+        return FetchedPartition(topic, partition, 0, -1, -1, -1, chunk.aborted_transactions, chunk.records)
 
     def _settled(self, limit: int) -> bool:
         """Has the log's end stayed at `limit`, below the range's end, long enough to be reported? Else back

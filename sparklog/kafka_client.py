@@ -281,6 +281,7 @@ class KafkaClient:
         self._bootstrap = parse_servers(config.bootstrap_servers)
         self._nodes: dict[int, tuple[str, int]] = {}
         self._leaders: dict[tuple[str, int], PartitionLeader] = {}
+        self._topic_ids: dict[str, str] = {}
         self._read_replicas: dict[tuple[str, int], int] = {}    # KIP-392: where a leader sent this client
         self._connections: dict[int, BrokerConnection] = {}
         self._any: Optional[BrokerConnection] = None
@@ -328,6 +329,9 @@ class KafkaClient:
                 continue
             if t.error_code.value != NONE:
                 return {-1: t.error_code.value}
+            topic_id = getattr(t, "topic_id", None)     # Metadata v10+
+            if topic_id is not None and topic_id.int:
+                self._topic_ids[topic] = str(topic_id)
             for p in t.partitions:
                 errors[p.partition_index] = p.error_code.value
                 if p.leader_id >= 0:
@@ -336,6 +340,12 @@ class KafkaClient:
                 else:
                     self._leaders.pop((topic, p.partition_index), None)
         return errors or {-1: UNKNOWN_TOPIC_OR_PARTITION}
+
+    def topic_id(self, topic: str) -> str | None:
+        """The topic's id as the broker names it (Metadata v10+), or None (an older broker, or no such topic)."""
+        if topic not in self._topic_ids:
+            self.refresh_metadata(topic)
+        return self._topic_ids.get(topic)
 
     def leader(self, topic: str, partition: int) -> PartitionLeader:
         """The partition's leader, from cached metadata or a refresh; KafkaClientError when it has none."""

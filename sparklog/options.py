@@ -8,6 +8,7 @@ picklable dataclasses. Never talks to a broker and never touches Spark objects.
 from __future__ import annotations
 
 import logging
+import os
 import re
 import uuid
 from dataclasses import dataclass, field
@@ -61,7 +62,7 @@ class OptionError(UserError, ValueError):
 
 
 # Every option the source and the sink read (Spark's Kafka connector's names, plus pylog's fetcher, producer,
-# commitToGroup, failOnMissingTopic and progressAddress); `kafka.*` passes through to the client. Anything else is a mistake
+# commitToGroup, failOnMissingTopic, progressAddress, remoteStorage and directReads); `kafka.*` passes through to the client. Anything else is a mistake
 # (a misspelt `startingOffset` would otherwise be ignored and the query start somewhere else).
 SOURCE_OPTIONS = (
     "subscribe", "subscribePattern", "assign", "startingOffsets", "endingOffsets", "startingTimestamp",
@@ -69,8 +70,14 @@ SOURCE_OPTIONS = (
     "failOnDataLoss", "includeHeaders", "minPartitions", "maxRecordsPerPartition", "maxOffsetsPerTrigger",
     "maxBytesPerTrigger", "minOffsetsPerTrigger", "maxTriggerDelay", "kafkaConsumer.pollTimeoutMs",
     "fetchOffset.numRetries", "fetchOffset.retryIntervalMs", "groupIdPrefix", "commitToGroup", "fetcher",
-    "failOnMissingTopic", "progressAddress",
+    "failOnMissingTopic", "progressAddress", "remoteStorage", "directReads",
 )
+# remoteStorage.<setting>: the store's settings for direct reads, by delta-rs's names (remoteStorage.aws_endpoint_url,
+# .aws_access_key_id, .aws_secret_access_key, .aws_region, .aws_session_token, .aws_allow_http), over the AWS_*
+# variables of the process that plans the read
+SOURCE_PREFIXES = ("kafka.", "remotestorage.")
+REMOTE_STORAGE_KEYS = ("aws_endpoint_url", "aws_access_key_id", "aws_secret_access_key", "aws_region",
+                       "aws_session_token", "aws_allow_http")
 SINK_OPTIONS = ("topic", "producer", "includeHeaders", "deliveryGuarantee", "transactionalIdPrefix")
 DELIVERY_GUARANTEES = ("at-least-once", "exactly-once")
 DEFAULT_TRANSACTION_TIMEOUT_MS = 300_000    # the exactly-once sink's kafka.transaction.timeout.ms
@@ -133,6 +140,8 @@ class ReadOptions:
     fail_on_missing_topic: bool = True          # batch reads: a subscribed topic the broker lacks is an error
     security: ClientSecurity | None = ClientSecurity()   # None: only librdkafka speaks it (GSSAPI, OAUTHBEARER)
     progress_address: Optional[str] = None      # executors report rows read there (sparklog.read_progress)
+    remote_storage: Optional[str] = None        # the brokers' remote.log.storage.url: direct reads (sparklog.direct_reads)
+    remote_storage_env: tuple[tuple[str, str], ...] = ()   # the driver's AWS_* variables, for the executors
 
     @property
     def librdkafka_params(self) -> dict[str, str]:
@@ -424,6 +433,7 @@ def _read_options(opts: dict[str, str], starting: off.OffsetSpec, ending: off.Of
     security, params = split_security(kafka_params(opts))
     custom = "group.id" in params
     group_id = params.pop("group.id", None) or f"{opts.get('groupidprefix', prefix)}-{uuid.uuid4()}"
+    remote = _remote_storage(opts)
     return ReadOptions(
         bootstrap_servers=params.pop("bootstrap.servers"),
         kafka_params=params,
@@ -449,7 +459,34 @@ def _read_options(opts: dict[str, str], starting: off.OffsetSpec, ending: off.Of
         fail_on_missing_topic=parse_bool("failOnMissingTopic", opts.get("failonmissingtopic", "true")),
         security=security,
         progress_address=_progress_address(opts.get("progressaddress")),
+        remote_storage=remote,
+        remote_storage_env=_remote_storage_env(opts) if remote else (),
     )
+
+
+def _remote_storage_env(opts: Mapping[str, str]) -> tuple[tuple[str, str], ...]:
+    """The AWS_* variables the executors' store client takes: this process's, overridden by remoteStorage.*."""
+    env = {k: v for k, v in os.environ.items() if k.startswith("AWS_")}
+    for key, value in opts.items():
+        if key.startswith("remotestorage."):
+            name = key.removeprefix("remotestorage.")
+            if name not in REMOTE_STORAGE_KEYS:
+                raise OptionError(f"Unknown option 'remoteStorage.{name}' for the pylog source: the store settings "
+                                  f"are {', '.join('remoteStorage.' + k for k in REMOTE_STORAGE_KEYS)}")
+            env[name.upper()] = value
+    return tuple(sorted(env.items()))
+
+
+def _remote_storage(opts: Mapping[str, str]) -> str | None:
+    """`remoteStorage` (the brokers' remote.log.storage.url) unless `directReads` is false: where executors read
+    tiered offsets themselves."""
+    url = opts.get("remotestorage", "").strip() or None
+    if not parse_bool("directReads", opts.get("directreads", "true")):
+        return None
+    if url is not None and not (url.startswith("s3://") or "://" not in url or url.startswith("file://")):
+        raise OptionError(f"option remoteStorage must be the brokers' remote.log.storage.url (s3://bucket/prefix or "
+                          f"a directory), got {url!r}")
+    return url
 
 
 def _progress_address(value: str | None) -> str | None:
@@ -466,7 +503,7 @@ def _progress_address(value: str | None) -> str | None:
 
 def parse_stream_options(options: Mapping[str, str]) -> ReadOptions:
     """Options of `spark.readStream.format("pylog")` (Spark's `validateStreamOptions`); starts at latest."""
-    check_known(options, SOURCE_OPTIONS, "pylog source")
+    check_known(options, SOURCE_OPTIONS, "pylog source", prefixes=SOURCE_PREFIXES)
     opts = _lower(options)
     if "endingoffsets" in opts:
         raise OptionError("ending offset not valid in streaming queries")
@@ -478,7 +515,7 @@ def parse_stream_options(options: Mapping[str, str]) -> ReadOptions:
 
 def parse_batch_options(options: Mapping[str, str]) -> ReadOptions:
     """Options of `spark.read.format("pylog")` (Spark's `validateBatchOptions`); earliest to latest."""
-    check_known(options, SOURCE_OPTIONS, "pylog source")
+    check_known(options, SOURCE_OPTIONS, "pylog source", prefixes=SOURCE_PREFIXES)
     opts = _lower(options)
     start = starting_spec(opts, off.EarliestSpec())
     if isinstance(start, off.LatestSpec):

@@ -26,6 +26,8 @@ class ReaderSettings:
     client: Optional[ClientConfig]            # set: the native fetcher
     consumer_conf: dict[str, object]          # the librdkafka path's consumer settings
     progress_address: Optional[str] = None    # report rows read there (sparklog.read_progress)
+    remote_storage: Optional[str] = None      # read tiered offsets from this store (sparklog.direct_reads)
+    remote_storage_env: tuple[tuple[str, str], ...] = ()   # the driver's AWS_* variables
 
     @property
     def native(self) -> bool:
@@ -36,4 +38,5 @@ class ReaderSettings:
         native = opts.fetcher == "native" or (opts.fetcher == "auto" and opts.security is not None)
         return cls(opts.include_headers, opts.fail_on_data_loss, opts.poll_timeout_ms,
                    client_configs.native_client(opts) if native else None,
-                   client_configs.executor_consumer(opts), opts.progress_address)
+                   client_configs.executor_consumer(opts), opts.progress_address,
+                   opts.remote_storage if native else None, opts.remote_storage_env)

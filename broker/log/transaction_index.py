@@ -1,8 +1,7 @@
 """TransactionIndex: the aborted transactions whose abort marker lies in one segment (`<base>.txnindex`).
 
-Owns Kafka's file format (TransactionIndex: entries of 34 bytes, version int16 = 0, producer id
-int64, first offset int64, last offset int64 = the abort marker's offset, last stable offset int64
-after the abort), appends, truncation by offset, and the lookup Fetch needs under read_committed:
+Owns the file (its format, Kafka's TransactionIndex, is kafka_protocol.txn_index_format: the remote
+segments' `.txnindex` objects that Spark executors read directly have it too), appends, truncation by offset, and the lookup Fetch needs under read_committed:
 the aborted transactions overlapping a range of offsets. The file exists only once a segment holds
 an abort; entries are read from disk on first lookup and kept (a segment rarely holds many).
 
@@ -13,44 +12,11 @@ truncates the index to its replay start and appends again).
 from __future__ import annotations
 
 import os
-import struct
-from dataclasses import dataclass
 from pathlib import Path
 
+from kafka_protocol.txn_index_format import ENTRY, ENTRY_SIZE, AbortedTxn, collect_entries, parse_entries
+
 __all__ = ["AbortedTxn", "TransactionIndex", "parse_entries", "collect_entries"]
-
-_ENTRY = struct.Struct(">hqqqq")
-ENTRY_SIZE = _ENTRY.size      # 34
-
-
-@dataclass(frozen=True, slots=True)
-class AbortedTxn:
-    producer_id: int
-    first_offset: int
-    last_offset: int            # the offset of the abort marker
-    last_stable_offset: int     # the partition's LSO once this transaction was aborted
-
-
-def parse_entries(data: bytes) -> list[AbortedTxn]:
-    """The entries of a `.txnindex` file's bytes (a torn last entry ignored)."""
-    whole = len(data) - len(data) % ENTRY_SIZE
-    out = []
-    for at in range(0, whole, ENTRY_SIZE):
-        _, pid, first, last, lso = _ENTRY.unpack_from(data, at)
-        out.append(AbortedTxn(pid, first, last, lso))
-    return out
-
-
-def collect_entries(entries: list[AbortedTxn], fetch_offset: int, upper_bound: int) -> tuple[list[AbortedTxn], bool]:
-    """Aborted transactions overlapping [fetch_offset, upper_bound), and whether the search may stop here (an
-    entry's last stable offset reached `upper_bound`: no later segment can add one)."""
-    out = []
-    for e in entries:
-        if e.last_offset >= fetch_offset and e.first_offset < upper_bound:
-            out.append(e)
-        if e.last_stable_offset >= upper_bound:
-            return out, True
-    return out, False
 
 
 class TransactionIndex:
@@ -83,7 +49,7 @@ class TransactionIndex:
                              f"the last one ({entries[-1].last_offset})")
         fd = os.open(self.path, os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o644)
         try:
-            os.write(fd, _ENTRY.pack(0, txn.producer_id, txn.first_offset, txn.last_offset,
+            os.write(fd, ENTRY.pack(0, txn.producer_id, txn.first_offset, txn.last_offset,
                                      txn.last_stable_offset))
         finally:
             os.close(fd)
@@ -101,7 +67,7 @@ class TransactionIndex:
             self.remove_file()
             self._entries = []
             return
-        data = b"".join(_ENTRY.pack(0, e.producer_id, e.first_offset, e.last_offset, e.last_stable_offset)
+        data = b"".join(ENTRY.pack(0, e.producer_id, e.first_offset, e.last_offset, e.last_stable_offset)
                         for e in entries)
         tmp = self.path.with_name(self.path.name + ".tmp")
         tmp.write_bytes(data)

@@ -39,7 +39,7 @@ from typing import TYPE_CHECKING, Callable, Iterator, TypeVar
 
 from broker.log.transaction_index import AbortedTxn, collect_entries, parse_entries
 from broker.tiered.object_store import ObjectStore
-from broker.tiered.remote_segment import (
+from kafka_protocol.remote_segments import (
     DATA_SUFFIXES,
     META_SUFFIX,
     RemotePartition,
@@ -147,6 +147,7 @@ class RemoteLogManager:
         self._loading: dict[tuple[str, int], asyncio.Future[None]] = {}
         self.uploads = 0           # segments uploaded since start (metrics, tests)
         self.upload_failures = 0
+        self.fetch_bytes = 0       # record bytes served to Fetch requests from remote segments
 
     def close(self) -> None:
         self._executor.shutdown(wait=False, cancel_futures=True)
@@ -388,6 +389,7 @@ class RemoteLogManager:
                 if end > start:
                     if chunk.next_offset < seg.next_offset:
                         self._read_ahead(plog, seg, chunk)
+                    self.fetch_bytes += end - start
                     return chunk.data[start:end]
         return None
 

@@ -152,7 +152,7 @@ def test_scrapes_held_open_or_in_a_loop_leave_the_broker_serving(broker: tuple[B
 
 def test_every_series_is_documented_and_the_dashboard_uses_only_documented_ones(
         broker: tuple[BrokerProcess, int]) -> None:
-    """docs/METRICS.md lists what a scrape has (the series of cluster mode aside, marked so), and
+    """docs/METRICS.md lists what a scrape has (the series of cluster mode and tiered storage aside, marked so), and
     conf/grafana/pylog-broker.json queries nothing else. Runs after the module's other cases (groups, errors)."""
     import json
     import re
@@ -160,7 +160,8 @@ def test_every_series_is_documented_and_the_dashboard_uses_only_documented_ones(
     repo = Path(__file__).resolve().parents[2]
     rows = [line for line in (repo / "docs" / "METRICS.md").read_text().splitlines()
             if line.startswith("| `pylog_") and not line.startswith("| `pylog_job_")]   # a job's: test_job_metrics
-    documented = {re.match(r"\| `(pylog_\w+)`", row).group(1): "cluster mode" in row for row in rows}
+    documented = {re.match(r"\| `(pylog_\w+)`", row).group(1): "cluster mode" in row or "tiered storage:" in row
+                  for row in rows}
     samples = {name for name in scrape(broker[1]) if name.startswith("pylog_")}
 
     def family(name: str) -> str:

@@ -17,7 +17,7 @@ from confluent_kafka.admin import AdminClient, NewTopic
 from pyarrow import fs
 
 from broker.tiered.object_store import ObjectStore
-from broker.tiered.remote_segment import RemoteSegment
+from kafka_protocol.remote_segments import RemoteSegment
 from pylog.launch.process import BrokerProcess
 from tests.support.waiting import wait_for
 

@@ -7,7 +7,7 @@ import struct
 import pytest
 
 from broker.tiered.remote_log_manager import ChunkCache, whole_batches
-from broker.tiered.remote_segment import RemotePartition, RemoteSegment, index_position, parse_object_name
+from kafka_protocol.remote_segments import RemotePartition, RemoteSegment, index_position, parse_object_name
 from kafka_protocol.record_builder import Record, encode_batch
 
 

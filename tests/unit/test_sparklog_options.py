@@ -261,3 +261,28 @@ def test_a_user_error_leaves_an_entry_point_without_our_frames_and_a_bug_keeps_t
     with pytest.raises(KeyError) as bug:
         list(Source().read(True))
     assert "read" in [f.name for f in traceback.extract_tb(bug.value.__traceback__)]
+
+
+def test_remote_storage_turns_direct_reads_on_with_the_stores_settings_over_the_environment(monkeypatch):
+    from sparklog.reader_settings import ReaderSettings
+    monkeypatch.setenv("AWS_REGION", "eu-west-1")
+    monkeypatch.setenv("AWS_ACCESS_KEY_ID", "from-env")
+    assert parse_batch_options(BASE).remote_storage is None
+    o = parse_batch_options({**BASE, "remoteStorage": "s3://b/tiered", "remoteStorage.aws_access_key_id": "opt"})
+    assert o.remote_storage == "s3://b/tiered"
+    env = dict(o.remote_storage_env)
+    assert (env["AWS_REGION"], env["AWS_ACCESS_KEY_ID"]) == ("eu-west-1", "opt"), "the option wins over the variable"
+    assert ReaderSettings.from_options(o).remote_storage == "s3://b/tiered"
+    assert parse_batch_options({**BASE, "remoteStorage": "s3://b/t", "directReads": "false"}).remote_storage is None
+    with pytest.raises(OptionError, match="remoteStorage.aws_endpoint_url"):
+        parse_batch_options({**BASE, "remoteStorage": "s3://b/t", "remoteStorage.endpoint": "x"})
+    with pytest.raises(OptionError, match="remote.log.storage.url"):
+        parse_batch_options({**BASE, "remoteStorage": "gs://b/t"})
+
+
+def test_a_producer_snapshot_names_the_transactions_open_at_its_offset():
+    import json
+    from kafka_protocol.remote_segments import open_transaction_starts
+    snap = json.dumps({"version": 2, "offset": 900, "producers": [
+        {"id": 1, "epoch": 0, "txn_first_offset": 850}, {"id": 2, "epoch": 0, "txn_first_offset": None}]}).encode()
+    assert open_transaction_starts(snap) == [850]

@@ -1,4 +1,7 @@
-"""What the broker knows of the segments of one partition in remote storage (KIP-405), without I/O.
+"""The segments of one partition in remote storage (KIP-405) as pylog lays them out in the bucket, without I/O.
+
+Shared by the broker, which writes and serves them (broker/tiered), and the Spark source, whose executors read
+them straight from the bucket (sparklog/direct_reads.py): one definition of the layout, like the wire protocol.
 
 A segment in remote storage is a set of objects under its partition's folder
 `<topic>-<partition>-<topic id>/`: `<base offset, 20 digits>-<segment id>.log` (the local file's bytes),
@@ -13,7 +16,9 @@ ListOffsets and retention need. Each segment ends beyond the one before it (comp
 them). Segments may overlap: in a cluster, replicas roll their segments
 at different offsets, and a new leader uploads its own segment that straddles the previous leader's last
 upload (as Kafka's RemoteLogManager does); an offset both hold is the same record in each. `index_position` finds a batch's byte position in a
-downloaded `.index` object, as the local OffsetIndex does in its file.
+downloaded `.index` object, as the local OffsetIndex does in its file. A `.txnindex` object is read with
+kafka_protocol.txn_index_format; `open_transaction_starts` reads a `.snapshot` object (the producer state at the
+segment's end, in the broker's snapshot JSON: broker/log/producer_state.py).
 """
 from __future__ import annotations
 
@@ -148,3 +153,10 @@ def index_position(index: bytes, base_offset: int, offset: int) -> int:
         else:
             hi = mid
     return position
+
+
+
+def open_transaction_starts(snapshot: bytes) -> list[int]:
+    """The first offsets of the transactions still open at a producer snapshot's offset."""
+    doc = json.loads(snapshot)
+    return [int(p["txn_first_offset"]) for p in doc.get("producers", []) if p.get("txn_first_offset") is not None]

@@ -1,0 +1,103 @@
+"""Direct reads of tiered offsets (issue 30, part 4): a Spark batch read whose offsets lie in a tiered topic's remote
+segments reads them from the bucket in the executors, not through the broker, with the same rows a broker read
+gives, read_committed included; `directReads=false` sends it through the broker again.
+
+Real components: a pylog broker tiering to MinIO, librdkafka producers (one of them transactional, aborting one
+transaction), Spark. The broker's own counter of bytes it served from remote storage tells which path ran.
+"""
+from __future__ import annotations
+
+import re
+import time
+import urllib.request
+import uuid
+from pathlib import Path
+
+import pytest
+from confluent_kafka import Producer
+from confluent_kafka.admin import AdminClient, NewTopic
+
+from pylog.launch.process import BrokerProcess
+from tests.support.waiting import wait_for
+
+pytestmark = [pytest.mark.object_store, pytest.mark.timeout(600)]
+
+TIERED = {"remote.storage.enable": "true", "segment.bytes": "32768", "local.retention.bytes": "40000"}
+
+
+def _remote_fetch_bytes(broker: BrokerProcess) -> float:
+    from prometheus_client.parser import text_string_to_metric_families
+    port = re.findall(r"metrics \(Prometheus\) on http://[^:]+:(\d+)/metrics", broker.log_text())[-1]
+    text = urllib.request.urlopen(f"http://127.0.0.1:{port}/metrics", timeout=10).read().decode()
+    return next(s.value for f in text_string_to_metric_families(text) for s in f.samples
+                if s.name == "pylog_remote_fetch_bytes_total")
+
+
+def _local_start(broker: BrokerProcess, topic: str, partition: int) -> int:
+    return min(int(f.stem) for f in (broker.data_dir / f"{topic}-{partition}").glob("*.log"))
+
+
+def test_a_batch_read_of_tiered_offsets_reads_the_bucket_in_the_executors(spark, s3_env, tmp_path: Path) -> None:
+    prefix = uuid.uuid4().hex
+    url = f"s3://tables/{prefix}"
+    broker = BrokerProcess(tmp_path / "broker", settings={
+        "remote.log.storage.system.enable": "true", "remote.log.storage.url": url,
+        "remote.log.manager.task.interval.ms": 200, "log.retention.check.interval.ms": 200,
+        "metrics.port": 0}).start()
+    try:
+        admin = AdminClient({"bootstrap.servers": broker.bootstrap})
+        admin.create_topics([NewTopic("old", 2, 1, config=TIERED)])["old"].result(15)
+        errors: list[str] = []
+        conf = {"bootstrap.servers": broker.bootstrap, "linger.ms": 5, "batch.size": 8192,   # below segment.bytes
+                "on_delivery": lambda err, _msg: err and errors.append(str(err))}
+        plain = Producer({**conf, "enable.idempotence": True})
+        txn = Producer({**conf, "transactional.id": f"t-{prefix[:8]}"})
+        txn.init_transactions(30)
+        expected: dict[int, list[bytes]] = {0: [], 1: []}
+        for part in (0, 1):
+            for i in range(1200):
+                value = f"p{part}-{i:05d}-".encode() + b"x" * 80
+                plain.produce("old", value=value, partition=part)
+                expected[part].append(value)
+            assert plain.flush(30) == 0
+            for commit in (False, True):           # an aborted transaction a read_committed reader must drop
+                txn.begin_transaction()
+                for i in range(300):
+                    value = f"p{part}-{'c' if commit else 'a'}{i:04d}-".encode() + b"y" * 80
+                    txn.produce("old", value=value, partition=part)
+                    if commit:
+                        expected[part].append(value)
+                txn.flush(30)
+                (txn.commit_transaction if commit else txn.abort_transaction)(30)
+            for i in range(1200, 2400):            # more plain records after the transactions
+                value = f"p{part}-{i:05d}-".encode() + b"x" * 80
+                plain.produce("old", value=value, partition=part)
+                expected[part].append(value)
+            assert plain.flush(30) == 0
+        assert not errors, errors[:3]
+        wait_for(lambda: all(_local_start(broker, "old", p) > 2000 for p in (0, 1)), 60,
+                 "most of each partition only in the bucket")
+
+        # the store's settings as options: Spark's planning processes have the environment Spark started with
+        store = {f"remoteStorage.{k}": v for k, v in s3_env.storage_options().items()}
+
+        def read(direct: bool) -> dict[int, list[bytes]]:
+            rows = (spark.read.format("pylog").option("kafka.bootstrap.servers", broker.bootstrap)
+                    .option("subscribe", "old").option("kafka.isolation.level", "read_committed")
+                    .option("remoteStorage", url).options(**store).option("directReads", str(direct).lower())
+                    .load().select("partition", "offset", "value").collect())
+            out: dict[int, list[bytes]] = {0: [], 1: []}
+            for r in sorted(rows, key=lambda r: (r.partition, r.offset)):
+                out[r.partition].append(bytes(r.value))
+            return out
+
+        served = _remote_fetch_bytes(broker)
+        started = time.monotonic()
+        assert read(direct=True) == expected, "every committed record once, in order, none of the aborted"
+        assert _remote_fetch_bytes(broker) == served, "the executors read the bucket; the broker served none of it"
+        direct_s = time.monotonic() - started
+        assert read(direct=False) == expected
+        assert _remote_fetch_bytes(broker) > served, "directReads=false: the broker served the tiered offsets"
+        assert direct_s < 120
+    finally:
+        broker.close()
