@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import os
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 from urllib.parse import urlparse
 
 if TYPE_CHECKING:
@@ -54,12 +54,20 @@ class ObjectStore:
             self.fs = fs.LocalFileSystem()
             self.root = str(Path(url.removeprefix("file://")).absolute())
             Path(self.root).mkdir(parents=True, exist_ok=True)
+        self.local = isinstance(self.fs, fs.LocalFileSystem)
 
     def __repr__(self) -> str:
         return f"ObjectStore({self.url})"
 
     def _path(self, key: str) -> str:
         return f"{self.root}/{key}"
+
+    def _output(self, key: str) -> Any:
+        """A stream writing object `key` (in a local directory, its folder made first: S3 has no folders)."""
+        path = self._path(key)
+        if self.local:
+            self.fs.create_dir(path.rsplit("/", 1)[0], recursive=True)
+        return self.fs.open_output_stream(path)
 
     def _fail(self, what: str, key: str, e: OSError) -> RemoteStorageError:
         first = str(e).splitlines()[0] if str(e) else type(e).__name__
@@ -76,7 +84,7 @@ class ObjectStore:
 
     def put_file(self, key: str, path: Path) -> None:
         try:
-            with open(path, "rb") as src, self.fs.open_output_stream(self._path(key)) as dst:
+            with open(path, "rb") as src, self._output(key) as dst:
                 while chunk := src.read(COPY_CHUNK):
                     dst.write(chunk)
         except OSError as e:
@@ -85,7 +93,7 @@ class ObjectStore:
     def put_fd(self, key: str, fd: int, size: int) -> None:
         """The first `size` bytes of open file `fd` (read with pread: its position is not moved)."""
         try:
-            with self.fs.open_output_stream(self._path(key)) as dst:
+            with self._output(key) as dst:
                 pos = 0
                 while pos < size:
                     chunk = os.pread(fd, min(COPY_CHUNK, size - pos), pos)
@@ -98,7 +106,7 @@ class ObjectStore:
 
     def put_bytes(self, key: str, data: bytes) -> None:
         try:
-            with self.fs.open_output_stream(self._path(key)) as dst:
+            with self._output(key) as dst:
                 dst.write(data)
         except OSError as e:
             raise self._fail("cannot upload", key, e) from None

@@ -1,0 +1,122 @@
+"""Tiered storage (KIP-405) against Apache Kafka 3.9's own: the same records, in the same batches, on a pylog broker
+tiering to a directory and on a Kafka broker tiering through LocalTieredStorage (the RemoteStorageManager Kafka ships
+for its tests, from the kafka-storage test jar; segments in a local directory, metadata in __remote_log_metadata).
+
+Once both have uploaded every closed segment and deleted the local copies local.retention.bytes allows, the same
+ListOffsets requests (v9: earliest, earliest local, latest tiered, latest, times in the bucket and on the disk,
+max timestamp) get the same answers, and a consumer reading from offsets that lie only in the bucket gets the same
+records from both.
+"""
+from __future__ import annotations
+
+import time
+from pathlib import Path
+from typing import Any
+
+import pytest
+from confluent_kafka import Consumer, Producer, TopicPartition
+from confluent_kafka.admin import AdminClient, NewTopic
+from kio.schema.list_offsets.v9.request import ListOffsetsPartition, ListOffsetsRequest, ListOffsetsTopic
+from kio.schema.types import TopicName
+
+from peers.kafka import KafkaBroker
+from pylog.launch.process import BrokerProcess
+from tests.support.differential import Pair
+
+pytestmark = pytest.mark.timeout(300)
+
+RECORDS = 3000
+TOPIC = "tiered"
+# one-record batches, so that both brokers hold the same batches and roll their segments at the same offsets
+PRODUCER = {"linger.ms": 0, "batch.num.messages": 1, "enable.idempotence": False, "acks": "all"}
+TOPIC_CONFIG = {"remote.storage.enable": "true", "segment.bytes": "32768", "local.retention.bytes": "40000"}
+KAFKA_TIERING = {
+    "remote.log.storage.system.enable": "true",
+    "remote.log.storage.manager.class.name": "org.apache.kafka.server.log.remote.storage.LocalTieredStorage",
+    "remote.log.storage.manager.impl.prefix": "rsm.config.",
+    "remote.log.metadata.manager.listener.name": "PLAINTEXT",
+    "rlmm.config.remote.log.metadata.topic.replication.factor": 1,
+    "remote.log.manager.task.interval.ms": 500,
+    "log.retention.check.interval.ms": 500,
+    "auto.create.topics.enable": "false",
+}
+
+
+def _list_offsets(timestamp: int) -> ListOffsetsRequest:
+    return ListOffsetsRequest(replica_id=-1, isolation_level=0, topics=(ListOffsetsTopic(
+        name=TopicName(TOPIC), partitions=(ListOffsetsPartition(partition_index=0, current_leader_epoch=-1,
+                                                                timestamp=timestamp),)),))
+
+
+def _answer(pair: Pair, name: str, timestamp: int) -> tuple[int, int, int]:
+    p = pair.send(name, _list_offsets(timestamp)).topics[0].partitions[0]
+    return int(p.error_code.value), int(p.offset), int(p.timestamp)
+
+
+def _local_start(data_dir: Path) -> int:
+    return min(int(f.stem) for f in (data_dir / f"{TOPIC}-0").glob("*.log"))
+
+
+def _read(bootstrap: str, start: int, count: int) -> list[tuple[int, Any, Any, int]]:
+    c = Consumer({"bootstrap.servers": bootstrap, "group.id": "oracle", "enable.auto.commit": False})
+    c.assign([TopicPartition(TOPIC, 0, start)])
+    out: list[tuple[int, Any, Any, int]] = []
+    deadline = time.monotonic() + 60
+    try:
+        while len(out) < count and time.monotonic() < deadline:
+            m = c.poll(0.5)
+            if m is not None and m.error() is None:
+                out.append((m.offset(), m.key(), m.value(), m.timestamp()[1]))
+    finally:
+        c.close()
+    return out
+
+
+@pytest.fixture(scope="module")
+def tiered_pair(tmp_path_factory: pytest.TempPathFactory):
+    root = tmp_path_factory.mktemp("tiered-oracle")
+    (root / "rsm").mkdir()
+    kafka = KafkaBroker(root / "kafka", settings={**KAFKA_TIERING, "rsm.config.dir": str(root / "rsm")}).start()
+    pylog = BrokerProcess(root / "pylog", settings={
+        "remote.log.storage.system.enable": "true", "remote.log.storage.url": str(root / "pylog-remote"),
+        "remote.log.manager.task.interval.ms": 500, "log.retention.check.interval.ms": 500,
+        "auto.create.topics.enable": "false"}).start()
+    try:
+        t0 = int(time.time() * 1000) - 3_600_000
+        for broker in (pylog, kafka):
+            admin = AdminClient({"bootstrap.servers": broker.bootstrap})
+            admin.create_topics([NewTopic(TOPIC, 1, 1, config=TOPIC_CONFIG)])[TOPIC].result(30)
+            producer = Producer({"bootstrap.servers": broker.bootstrap, **PRODUCER})
+            for i in range(RECORDS):
+                producer.produce(TOPIC, key=f"k{i}".encode(), value=f"v{i:05d}".encode() + b"x" * 90, partition=0,
+                                 timestamp=t0 + i * 1000)
+            assert producer.flush(60) == 0
+        pair = Pair(pylog.port, kafka.port)
+        kafka_dir = kafka.workdir / "logs"
+        deadline = time.monotonic() + 120       # Kafka's remote log manager copies a segment a pass
+        while time.monotonic() < deadline:
+            if _local_start(pylog.data_dir) > 2000 and _local_start(kafka_dir) > 2000 and \
+                    _answer(pair, "pylog", -4) == _answer(pair, "kafka", -4):
+                break
+            time.sleep(0.5)
+        yield pair, pylog, kafka, t0
+        pair.close()
+    finally:
+        pylog.close()
+        kafka.stop()
+
+
+@pytest.mark.parametrize("what,timestamp", [("earliest", -2), ("earliest local (KIP-405)", -4),
+                                            ("latest tiered (KIP-1005)", -5), ("latest", -1),
+                                            ("max timestamp", -3), ("a time in the bucket", 500),
+                                            ("a time on the disk", 2900), ("after the last record", 5000)])
+def test_list_offsets_of_a_tiered_partition_answer_as_kafka(tiered_pair, what, timestamp):
+    pair, _, _, t0 = tiered_pair
+    ts = t0 + timestamp * 1000 if timestamp >= 0 else timestamp
+    assert _answer(pair, "pylog", ts) == _answer(pair, "kafka", ts), what
+
+
+def test_a_consumer_reads_the_same_records_from_the_bucket(tiered_pair):
+    _, pylog, kafka, _ = tiered_pair
+    for start in (0, 777):
+        assert _read(pylog.bootstrap, start, 500) == _read(kafka.bootstrap, start, 500)
