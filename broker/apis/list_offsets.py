@@ -1,6 +1,6 @@
 """ListOffsets: earliest (-2), latest (-1), max timestamp (-3) and the first offset at or after a time; KIP-1005's
 earliest local (-4, v8+) and latest tiered (-5, v9+) for tiered partitions. A time that falls in a tiered
-partition's remote segments is looked up there (the request becomes a coroutine).
+partition's remote segments, or a max timestamp there, is looked up in them (the request becomes a coroutine).
 With ACLs, DESCRIBE on each topic (TOPIC_AUTHORIZATION_FAILED otherwise), as Kafka checks it."""
 from __future__ import annotations
 
@@ -39,8 +39,13 @@ def _lookup(ctx: BrokerContext, topic: str, partition: int, timestamp: int, vers
         return {"timestamp": -1, "offset": fetchable}
     if timestamp == EARLIEST:
         return {"timestamp": -1, "offset": plog.log_start_offset}
+    remote = ctx.remote.remote_of(plog) if ctx.remote is not None and plog.tiered else None
     if timestamp == MAX_TIMESTAMP and version >= 7:
         ts, off = plog.max_timestamp()
+        best = max((s.max_timestamp for s in remote.segments if s.next_offset > plog.log_start_offset), default=-1) \
+            if remote is not None else -1
+        if best >= 0 and best >= ts:     # in the bucket (on a tie, the bucket holds the earlier record: Kafka's)
+            return _Remote(plog, best, fetchable)
         return {"timestamp": ts, "offset": off}
     if timestamp == EARLIEST_LOCAL and version >= 8:
         return {"timestamp": -1, "offset": plog.local_log_start_offset}
@@ -48,7 +53,6 @@ def _lookup(ctx: BrokerContext, topic: str, partition: int, timestamp: int, vers
         return {"timestamp": -1, "offset": (plog.remote_next_offset or 0) - 1 if plog.tiered else -1}
     if timestamp < 0:
         raise InvalidRequestError(f"Unsupported ListOffsets timestamp {timestamp}")
-    remote = ctx.remote.remote_of(plog) if ctx.remote is not None and plog.tiered else None
     if remote is not None and any(s.max_timestamp >= timestamp and s.next_offset > plog.log_start_offset
                                   for s in remote.segments):
         return _Remote(plog, timestamp, fetchable)

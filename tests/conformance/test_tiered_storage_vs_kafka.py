@@ -3,9 +3,9 @@ tiering to a directory and on a Kafka broker tiering through LocalTieredStorage 
 for its tests, from the kafka-storage test jar; segments in a local directory, metadata in __remote_log_metadata).
 
 Once both have uploaded every closed segment and deleted the local copies local.retention.bytes allows, the same
-ListOffsets requests (v9: earliest, earliest local, latest tiered, latest, times in the bucket and on the disk,
-max timestamp) get the same answers, and a consumer reading from offsets that lie only in the bucket gets the same
-records from both.
+ListOffsets requests (v9: earliest, earliest local, latest tiered, latest, times in the bucket and on the disk)
+get the same answers, and a consumer reading from offsets that lie only in the bucket gets the same records from
+both. The max timestamp (-3) is the one deliberate difference: Kafka 3.9 ignores the bucket there (KAFKA-17552).
 """
 from __future__ import annotations
 
@@ -26,6 +26,7 @@ from tests.support.differential import Pair
 pytestmark = pytest.mark.timeout(300)
 
 RECORDS = 3000
+LATE, LATE_S = 100, 9000      # record 100 carries the largest timestamp: the max timestamp lies in the bucket
 TOPIC = "tiered"
 # one-record batches, so that both brokers hold the same batches and roll their segments at the same offsets
 PRODUCER = {"linger.ms": 0, "batch.num.messages": 1, "enable.idempotence": False, "acks": "all"}
@@ -89,7 +90,7 @@ def tiered_pair(tmp_path_factory: pytest.TempPathFactory):
             producer = Producer({"bootstrap.servers": broker.bootstrap, **PRODUCER})
             for i in range(RECORDS):
                 producer.produce(TOPIC, key=f"k{i}".encode(), value=f"v{i:05d}".encode() + b"x" * 90, partition=0,
-                                 timestamp=t0 + i * 1000)
+                                 timestamp=t0 + (LATE_S if i == LATE else i) * 1000)
             assert producer.flush(60) == 0
         pair = Pair(pylog.port, kafka.port)
         kafka_dir = kafka.workdir / "logs"
@@ -108,12 +109,23 @@ def tiered_pair(tmp_path_factory: pytest.TempPathFactory):
 
 @pytest.mark.parametrize("what,timestamp", [("earliest", -2), ("earliest local (KIP-405)", -4),
                                             ("latest tiered (KIP-1005)", -5), ("latest", -1),
-                                            ("max timestamp", -3), ("a time in the bucket", 500),
-                                            ("a time on the disk", 2900), ("after the last record", 5000)])
+                                            ("a time in the bucket", 500),
+                                            ("a time on the disk", 2900),
+                                            ("a time only the late record in the bucket reaches", 5000),
+                                            ("after every record", 10000)])
 def test_list_offsets_of_a_tiered_partition_answer_as_kafka(tiered_pair, what, timestamp):
     pair, _, _, t0 = tiered_pair
     ts = t0 + timestamp * 1000 if timestamp >= 0 else timestamp
     assert _answer(pair, "pylog", ts) == _answer(pair, "kafka", ts), what
+
+
+def test_the_max_timestamp_in_the_bucket_is_found_where_kafka_3_9_looks_only_at_the_disk(tiered_pair):
+    """The one deliberate difference: KIP-734's MAX_TIMESTAMP is the record with the largest timestamp in the
+    partition. Kafka 3.9 looks only at the local segments (KAFKA-17552, fixed after 3.9) and names the last record;
+    pylog names record LATE, in the bucket."""
+    pair, _, _, t0 = tiered_pair
+    assert _answer(pair, "pylog", -3) == (0, LATE, t0 + LATE_S * 1000)
+    assert _answer(pair, "kafka", -3) == (0, RECORDS - 1, t0 + (RECORDS - 1) * 1000)
 
 
 def test_a_consumer_reads_the_same_records_from_the_bucket(tiered_pair):
