@@ -15,6 +15,9 @@ ZooKeeper-mode controller (KafkaController) does:
 - preferred leaders (`auto.leader.rebalance.enable`): every `leader.imbalance.check.interval.seconds`,
   for each broker more than `leader.imbalance.per.broker.percentage` % of whose preferred partitions are led
   elsewhere, those partitions whose first assigned replica is live and in sync move their leadership back;
+- partition reassignment (KIP-455: AlterPartitionReassignments through `alter_reassignments`, or the
+  ZooKeeper-era request `/admin/reassign_partitions`, read when it is created; its partitions leave it as
+  they complete or fail, an API request for one of them takes it over, and the znode goes once empty);
 - an election outside the ISR (`unclean.leader.election.enable`, or ElectLeaders UNCLEAN) is logged per
   partition as the data loss it is, and counted;
 - ISR change notifications (`/isr_change_notification`): the named partitions' states are read
@@ -158,6 +161,16 @@ class ClusterController:
         kazoo.ensure_path(zk_layout.CONTROLLED_SHUTDOWN)
         ChildrenWatch(kazoo, zk_layout.CONTROLLED_SHUTDOWN, alive(lambda ids: self._events.put(("shutdown", ids))))
         ChildrenWatch(kazoo, zk_layout.ISR_CHANGES, alive(lambda names: self._queue_isr_changes(bool(names))))
+        created: list[int | None] = [None]       # the czxid of the reassignment znode last seen
+
+        def on_reassign_node(_data: bytes | None, stat: Any) -> None:
+            # as Kafka's PartitionReassignmentHandler: a new znode is a request; the controller's own rewrites
+            # of it (partitions removed as they complete) are not
+            czxid = stat.czxid if stat is not None else None
+            if czxid is not None and czxid != created[0]:
+                self._events.put(("zk_reassign", None))
+            created[0] = czxid
+        DataWatch(kazoo, zk_layout.REASSIGN_PARTITIONS, alive(on_reassign_node))
         if self.auto_leader_rebalance:
             threading.Thread(target=self._rebalance_timer, args=(generation,), daemon=True,
                              name=f"preferred-leader-{token.epoch}").start()
@@ -517,10 +530,67 @@ class ClusterController:
                      ) -> None:
         wanted, done = arg
         try:
+            # the latest request wins: partitions the API moves leave the ZooKeeper request (Kafka's rule)
+            self._remove_from_zk_reassignment(lambda tp, _target: tp in wanted)
             done.set_result(self._reassign(wanted))
         except Exception as e:   # noqa: BLE001 - the request gets an answer whatever happened here
             done.set_exception(e)
             raise
+
+    def _on_zk_reassign(self, _: None) -> None:
+        """`/admin/reassign_partitions` was created (by a ZooKeeper-era tool or script): start each move it asks
+        for, as AlterPartitionReassignments would; partitions that cannot move leave the znode at once (logged),
+        the others when their move completes, and the znode goes when it is empty (Kafka 3.9's ZooKeeper mode)."""
+        try:
+            data, _ = self.zk.kazoo.get(zk_layout.REASSIGN_PARTITIONS)
+        except NoNodeError:
+            return
+        try:
+            wanted = zk_layout.decode_reassignment(data)
+        except ZkDataError as e:
+            log.error("%s; delete it and write a valid request", e)
+            return
+        todo: dict[tuple[str, int], list[int] | None] = {}
+        finished = set()
+        for (topic, p), target in wanted.items():
+            a = self._assignments.get(topic)
+            if a is not None and p in a.partitions:
+                move = self._move_of(topic, p)
+                if list(move.target) == target:
+                    if not move.moving:
+                        finished.add((topic, p))       # already there
+                    continue                           # already moving there (a new controller reads it again)
+            todo[(topic, p)] = target
+        results = self._reassign(todo) if todo else {}
+        failed = {tp: message or code.name for tp, (code, message) in results.items() if code != ErrorCode.none}
+        for (topic, p), why in sorted(failed.items()):
+            log.warning("%s-%d: the reassignment in %s failed: %s", topic, p, zk_layout.REASSIGN_PARTITIONS, why)
+        self._remove_from_zk_reassignment(lambda tp, _target: tp in failed or tp in finished)
+
+    def _remove_from_zk_reassignment(self, drop: Callable[[tuple[str, int], list[int]], bool]) -> None:
+        """Rewrite `/admin/reassign_partitions` without the partitions `drop` names (deleted once empty)."""
+        token = self._token
+        if token is None:
+            return
+        kazoo = self.zk.kazoo
+
+        def write() -> None:
+            try:
+                data, stat = kazoo.get(zk_layout.REASSIGN_PARTITIONS)
+                wanted = zk_layout.decode_reassignment(data)
+            except (NoNodeError, ZkDataError):
+                return
+            left = {tp: r for tp, r in wanted.items() if not drop(tp, r)}
+            if len(left) == len(wanted):
+                return
+
+            def build(tx: Any) -> None:
+                if left:
+                    tx.set_data(zk_layout.REASSIGN_PARTITIONS, zk_layout.encode_reassignment(left), stat.version)
+                else:
+                    tx.delete(zk_layout.REASSIGN_PARTITIONS, stat.version)
+            self.election.commit_fenced(token, build)
+        self._retried(write, f"updating {zk_layout.REASSIGN_PARTITIONS}")
 
     def _on_list_moves(self, arg: tuple[list[tuple[str, int]] | None, "concurrent.futures.Future[Any]"]) -> None:
         wanted, done = arg
@@ -639,6 +709,7 @@ class ClusterController:
                  state.leader, state.leader_epoch, list(state.isr))
         self._publish({(topic, p): PartitionInfo(state, stat.version + 1, move.target, new.topic_id)})
         self._stop_replicas({b: [(topic, p)] for b in move.removing})
+        self._remove_from_zk_reassignment(lambda tp, target: tp == (topic, p) and target == list(move.target))
 
     def _stop_replicas(self, replicas: dict[int, list[tuple[str, int]]]) -> None:
         """StopReplica (delete) to the live brokers no longer replicas of these partitions."""

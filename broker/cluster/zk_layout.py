@@ -13,6 +13,8 @@ layout understand a pylog cluster:
 - `/brokers/topics/<topic>/partitions/<p>/state`: leader, leader_epoch, isr, controller_epoch;
 - `/config/topics/<topic>`: `{"version":1,"config":{...}}`;
 - `/admin/delete_topics/<topic>`: a deletion request (empty data);
+- `/admin/reassign_partitions`: the ZooKeeper-era reassignment request,
+  `{"version":1,"partitions":[{"topic":T,"partition":P,"replicas":[...]}]}` (`ReassignmentRequest`);
 - `/isr_change_notification/isr_change_<seq>`: the partitions whose ISR changed.
 
 Decoders accept what Kafka accepts (older versions, missing optional keys) and raise
@@ -32,6 +34,7 @@ CONTROLLER = "/controller"
 CONTROLLER_EPOCH = "/controller_epoch"
 TOPIC_CONFIGS = "/config/topics"
 DELETE_TOPICS = "/admin/delete_topics"
+REASSIGN_PARTITIONS = "/admin/reassign_partitions"
 ISR_CHANGES = "/isr_change_notification"
 ISR_CHANGE_PREFIX = "isr_change_"
 PRODUCER_ID_BLOCK = "/latest_producer_id_block"
@@ -297,3 +300,18 @@ def decode_isr_change(path: str, data: bytes | None) -> list[tuple[str, int]]:
         return [(str(e["topic"]), int(e["partition"])) for e in raw]
     except (KeyError, TypeError, ValueError):
         raise ZkDataError(path, "a partition entry lacks topic or partition") from None
+
+
+def decode_reassignment(data: bytes) -> dict[tuple[str, int], list[int]]:
+    """The target replicas of each partition in `/admin/reassign_partitions` (Kafka's ReassignPartitionsZNode);
+    ZkDataError for anything Kafka would not read."""
+    try:
+        doc = json.loads(data)
+        return {(str(e["topic"]), int(e["partition"])): [int(r) for r in e["replicas"]] for e in doc["partitions"]}
+    except (ValueError, KeyError, TypeError) as e:
+        raise ZkDataError(REASSIGN_PARTITIONS, f"not a reassignment request ({e}): {data[:200]!r}") from None
+
+
+def encode_reassignment(targets: Mapping[tuple[str, int], Sequence[int]]) -> bytes:
+    return json.dumps({"version": 1, "partitions": [{"topic": t, "partition": p, "replicas": list(r)}
+                                                     for (t, p), r in sorted(targets.items())]}).encode()

@@ -230,6 +230,37 @@ def test_a_move_in_progress_is_listed_and_cancelled_back_to_its_origin(cluster: 
     assert [m.value() for m in consume(cluster.bootstrap, topic, [0], 100)] == [b"c%d" % i for i in range(100)]
 
 
+def test_a_zookeeper_era_reassignment_znode_is_carried_out_and_removed(cluster: LocalCluster) -> None:
+    """`/admin/reassign_partitions` written as ZooKeeper-era tools and scripts did: the controller starts each move
+    it names, drops a partition that cannot move (an unknown one) at once, drops the others as they complete,
+    and deletes the znode when it is empty; the records stay."""
+    from confluent_kafka.admin import NewTopic
+    from kazoo.client import KazooClient
+    topic = unique_name("zkmoved")
+    admin = _admin(cluster)     # kept referenced: a collected client cancels its futures
+    admin.create_topics([NewTopic(topic, 2, replica_assignment=[[0, 1], [1, 0]])])[topic].result(30)
+    wait_for(lambda: all(len(m.isrs) == 2 for m in _partition_meta(cluster, topic).values()), 15, "full ISRs")
+    producer = _producer(cluster)
+    for i in range(200):
+        producer.produce(topic, value=b"z%d" % i, partition=i % 2)
+    assert producer.flush(30) == 0
+    zk = KazooClient(hosts=cluster.zk_connect)
+    zk.start(timeout=15)
+    try:
+        request = {"version": 1, "partitions": [{"topic": topic, "partition": 0, "replicas": [2, 1]},
+                                                {"topic": topic, "partition": 1, "replicas": [1, 2]},
+                                                {"topic": "nope-" + topic, "partition": 0, "replicas": [0, 1]}]}
+        zk.create("/admin/reassign_partitions", json.dumps(request).encode(), makepath=True)
+        wait_for(lambda: not zk.exists("/admin/reassign_partitions"), 60, "the znode emptied and deleted")
+    finally:
+        zk.stop()
+        zk.close()
+    meta = _partition_meta(cluster, topic)
+    assert (list(meta[0].replicas), list(meta[1].replicas)) == ([2, 1], [1, 2])
+    got = sorted(m.value() for m in consume(cluster.bootstrap, topic, [0, 1], 200))
+    assert got == sorted(b"z%d" % i for i in range(200))
+
+
 def test_kafkas_reassign_tool_moves_a_throttled_partition_and_clears_its_throttles(cluster: LocalCluster,
                                                                                   tmp_path) -> None:
     """kafka-reassign-partitions from Kafka 3.9's jars, unchanged: --execute --throttle sets the brokers' rates and
