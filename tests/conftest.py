@@ -47,6 +47,7 @@ FILE_SECONDS = {"tests/e2e/test_delta_spark.py": 510, "tests/e2e/test_jobs_exact
                 "tests/e2e/test_docs_security.py": 35, "tests/e2e/test_exactly_once_model.py": 30,
                 "tests/integration/test_security_clients.py": 35,
                 "tests/conformance/test_tiered_storage_vs_kafka.py": 40,   # its own Kafka with tiered storage
+                "tests/conformance/test_reassignment_vs_kafka.py": 35,     # three Kafka brokers, then three pylog
                 "tests/e2e/test_console_browser.py": 15}   # alone: 13-15 s (a broker, two consoles, chromium)
 
 

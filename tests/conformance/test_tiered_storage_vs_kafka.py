@@ -25,7 +25,7 @@ from tests.support.differential import Pair
 
 pytestmark = pytest.mark.timeout(300)
 
-RECORDS = 3000
+RECORDS = 1500
 LATE, LATE_S = 100, 9000      # record 100 carries the largest timestamp: the max timestamp lies in the bucket
 TOPIC = "tiered"
 # one-record batches, so that both brokers hold the same batches and roll their segments at the same offsets
@@ -96,7 +96,7 @@ def tiered_pair(tmp_path_factory: pytest.TempPathFactory):
         kafka_dir = kafka.workdir / "logs"
         deadline = time.monotonic() + 120       # Kafka's remote log manager copies a segment a pass
         while time.monotonic() < deadline:
-            if _local_start(pylog.data_dir) > 2000 and _local_start(kafka_dir) > 2000 and \
+            if _local_start(pylog.data_dir) > 900 and _local_start(kafka_dir) > 900 and \
                     _answer(pair, "pylog", -4) == _answer(pair, "kafka", -4):
                 break
             time.sleep(0.5)
@@ -110,7 +110,7 @@ def tiered_pair(tmp_path_factory: pytest.TempPathFactory):
 @pytest.mark.parametrize("what,timestamp", [("earliest", -2), ("earliest local (KIP-405)", -4),
                                             ("latest tiered (KIP-1005)", -5), ("latest", -1),
                                             ("a time in the bucket", 500),
-                                            ("a time on the disk", 2900),
+                                            ("a time on the disk", 1450),
                                             ("a time only the late record in the bucket reaches", 5000),
                                             ("after every record", 10000)])
 def test_list_offsets_of_a_tiered_partition_answer_as_kafka(tiered_pair, what, timestamp):

@@ -1,0 +1,108 @@
+"""Partition reassignment against Apache Kafka 3.9 in ZooKeeper mode (issue 31): a three-broker pylog cluster and a
+three-broker Kafka cluster get the same topics with the same replica assignments, the same kafka-reassign-partitions
+invocations (Kafka's own tool from its jars) with the same JSON, refusals included, and the same ZooKeeper-era
+`/admin/reassign_partitions` znode. Both must end in the same states: every partition's replicas, ISR and leader,
+every record still there, and the tool's refusals with the same messages.
+"""
+from __future__ import annotations
+
+import json
+import time
+from pathlib import Path
+from typing import Any
+
+import pytest
+from confluent_kafka import Producer
+from confluent_kafka.admin import AdminClient, NewTopic
+from kazoo.client import KazooClient
+
+from peers.kafka import KafkaZkBroker
+from peers.zk_cluster import ZkCluster
+from pylog.launch.process import BrokerProcess
+from tests.support.clients import consume
+from tests.support.kafka_tools import run_tool
+from tests.support.waiting import wait_for
+
+pytestmark = pytest.mark.timeout(600)
+
+LAYOUT = {"moved": [[1, 2], [2, 3], [3, 1]], "zkmoved": [[1, 2]]}
+PLAN = {("moved", 0): [3, 1], ("moved", 1): [1, 2, 3], ("moved", 2): [2]}      # move, grow, shrink
+REFUSED = {"duplicate replicas": {("moved", 0): [1, 1]}, "a broker that does not exist": {("moved", 1): [1, 9]},
+           "a topic that does not exist": {("nope", 0): [1, 2]}}
+ZK_PLAN = {("zkmoved", 0): [2, 3]}
+RECORDS = 300
+
+
+def _plan(moves: dict[tuple[str, int], list[int]]) -> str:
+    return json.dumps({"version": 1, "partitions": [{"topic": t, "partition": p, "replicas": r}
+                                                     for (t, p), r in sorted(moves.items())]})
+
+
+def _states(cluster: ZkCluster) -> dict[str, Any]:
+    md = AdminClient({"bootstrap.servers": cluster.bootstrap}).list_topics(timeout=15)
+    return {f"{t}-{p}": (list(m.replicas), sorted(m.isrs), m.leader) for t in LAYOUT
+            for p, m in sorted(md.topics[t].partitions.items())}
+
+
+def _error_line(out: str) -> str:
+    """The tool's refusal: its last line naming an error, without the exception class's package."""
+    lines = [ln.strip() for ln in out.splitlines() if "rror" in ln or "xception" in ln]
+    return lines[-1].split("Exception: ")[-1] if lines else out.strip()[-300:]
+
+
+def _run_scenario(system: str, root: Path) -> dict[str, Any]:
+    make = (lambda wd, s: KafkaZkBroker(wd, s, heap="384m")) if system == "kafka" else \
+        (lambda wd, s: BrokerProcess(wd, settings=s))
+    cluster = ZkCluster(root / system, make, 3, {"auto.leader.rebalance.enable": "false",
+                                                 "min.insync.replicas": 1}, 6000, chroot=f"/{system}")
+    out: dict[str, Any] = {}
+    try:
+        cluster.start()
+        admin = AdminClient({"bootstrap.servers": cluster.bootstrap})
+        for topic, replicas in LAYOUT.items():
+            admin.create_topics([NewTopic(topic, len(replicas), replica_assignment=replicas)])[topic].result(30)
+        wait_for(lambda: all(sorted(s[0]) == s[1] for s in _states(cluster).values()), 60, f"{system}: full ISRs")
+        producer = Producer({"bootstrap.servers": cluster.bootstrap, "acks": "all"})
+        for i in range(RECORDS):
+            producer.produce("moved", value=b"r%d" % i, partition=i % 3)
+        assert producer.flush(30) == 0
+        bs = ["--bootstrap-server", cluster.bootstrap]
+        for what, moves in REFUSED.items():
+            (root / f"{system}-bad.json").write_text(_plan(moves))
+            done = run_tool("kafka-reassign-partitions", *bs, "--reassignment-json-file", str(root / f"{system}-bad.json"),
+                            "--execute")
+            out[f"refused: {what}"] = (done.returncode != 0 or "rror" in done.stdout + done.stderr,
+                                       _error_line(done.stdout + done.stderr))
+        plan = root / f"{system}-plan.json"
+        plan.write_text(_plan(PLAN))
+        started = run_tool("kafka-reassign-partitions", *bs, "--reassignment-json-file", str(plan), "--execute")
+        out["execute"] = (started.returncode, "Successfully started partition reassignment" in started.stdout)
+
+        def verified() -> bool:
+            done = run_tool("kafka-reassign-partitions", *bs, "--reassignment-json-file", str(plan), "--verify")
+            return done.stdout.count("is completed") == len(PLAN)
+        wait_for(verified, 90, f"{system}: the moves completed")
+        zk = KazooClient(hosts=cluster.zookeeper.connect + cluster.chroot)
+        zk.start(timeout=15)
+        try:
+            zk.create("/admin/reassign_partitions", _plan(ZK_PLAN).encode(), makepath=True)
+            wait_for(lambda: not zk.exists("/admin/reassign_partitions"), 90, f"{system}: the znode's move done")
+        finally:
+            zk.stop()
+            zk.close()
+        wait_for(lambda: all(sorted(s[0]) == s[1] for s in _states(cluster).values()), 60, f"{system}: ISRs settled")
+        out["states"] = _states(cluster)
+        out["records"] = sorted(m.value() for m in consume(cluster.bootstrap, "moved", [0, 1, 2], RECORDS))
+        return out
+    finally:
+        cluster.close()
+
+
+def test_reassignments_end_in_the_same_states_and_refusals_as_kafka_zookeeper_mode(tmp_path: Path) -> None:
+    started = time.monotonic()
+    kafka = _run_scenario("kafka", tmp_path)
+    pylog = _run_scenario("pylog", tmp_path)
+    assert kafka["records"] == sorted(b"r%d" % i for i in range(RECORDS))
+    for key in kafka:
+        assert pylog[key] == kafka[key], f"{key}: pylog {pylog[key]!r}, Kafka {kafka[key]!r}"
+    assert time.monotonic() - started < 500
