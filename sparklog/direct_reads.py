@@ -25,7 +25,6 @@ import threading
 import time
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Mapping
-from urllib.parse import urlparse
 
 from kafka_protocol.remote_segments import (
     META_SUFFIX,
@@ -36,6 +35,7 @@ from kafka_protocol.remote_segments import (
     parse_object_name,
     partition_folder,
 )
+from kafka_protocol.s3_settings import s3_filesystem_args
 from kafka_protocol.record_batch import HEADER_SIZE, parse_header, whole_batches_length
 from kafka_protocol.txn_index_format import AbortedTxn, collect_entries, parse_entries
 
@@ -47,7 +47,6 @@ log = logging.getLogger(__name__)
 CHUNK_BYTES = 8 * 1024 * 1024     # one ranged read of a remote .log
 LISTING_TTL_S = 5.0
 _INDEX_CACHE_ENTRIES = 512
-_DEFAULT_REGION = "us-east-1"
 
 
 @dataclass(frozen=True)
@@ -68,17 +67,8 @@ def open_store(url: str, env: Mapping[str, str]) -> tuple[FileSystem, str]:
         if "://" in url and not url.startswith("file://"):
             raise ValueError(f"remoteStorage must be s3://bucket/prefix or a directory, got {url!r}")
         return fs.LocalFileSystem(), os.path.abspath(url.removeprefix("file://"))
-    parsed = urlparse(url)
-    kwargs: dict[str, object] = {"region": env.get("AWS_REGION") or env.get("AWS_DEFAULT_REGION") or _DEFAULT_REGION}
-    if env.get("AWS_ACCESS_KEY_ID"):
-        kwargs.update(access_key=env["AWS_ACCESS_KEY_ID"], secret_key=env.get("AWS_SECRET_ACCESS_KEY", ""))
-        if env.get("AWS_SESSION_TOKEN"):
-            kwargs["session_token"] = env["AWS_SESSION_TOKEN"]
-    endpoint = env.get("AWS_ENDPOINT_URL") or env.get("AWS_ENDPOINT_URL_S3")
-    if endpoint:
-        ep = urlparse(endpoint if "://" in endpoint else f"https://{endpoint}")
-        kwargs.update(endpoint_override=ep.netloc, scheme=ep.scheme)
-    return fs.S3FileSystem(**kwargs), f"{parsed.netloc}{parsed.path.rstrip('/')}"
+    kwargs, root = s3_filesystem_args(url, env)
+    return fs.S3FileSystem(**kwargs), root
 
 
 def _next_offset(data: bytes, length: int) -> int:

@@ -10,12 +10,12 @@ from __future__ import annotations
 import os
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
-from urllib.parse import urlparse
+
+from kafka_protocol.s3_settings import s3_filesystem_args
 
 if TYPE_CHECKING:
     from pyarrow.fs import FileSystem
 
-DEFAULT_REGION = "us-east-1"
 COPY_CHUNK = 8 * 1024 * 1024
 
 
@@ -26,19 +26,9 @@ class RemoteStorageError(OSError):
 def _s3(url: str) -> tuple[FileSystem, str]:
     from pyarrow import fs
 
-    parsed = urlparse(url)
-    env = os.environ
-    kwargs: dict[str, object] = {"region": env.get("AWS_REGION") or env.get("AWS_DEFAULT_REGION") or DEFAULT_REGION}
-    if env.get("AWS_ACCESS_KEY_ID"):
-        kwargs.update(access_key=env["AWS_ACCESS_KEY_ID"], secret_key=env.get("AWS_SECRET_ACCESS_KEY", ""))
-        if env.get("AWS_SESSION_TOKEN"):
-            kwargs["session_token"] = env["AWS_SESSION_TOKEN"]
-    endpoint = env.get("AWS_ENDPOINT_URL") or env.get("AWS_ENDPOINT_URL_S3")
-    if endpoint:
-        ep = urlparse(endpoint if "://" in endpoint else f"https://{endpoint}")
-        kwargs.update(endpoint_override=ep.netloc, scheme=ep.scheme)
+    kwargs, root = s3_filesystem_args(url, os.environ)
     kwargs["retry_strategy"] = fs.AwsStandardS3RetryStrategy(max_attempts=3)
-    return fs.S3FileSystem(**kwargs), f"{parsed.netloc}{parsed.path.rstrip('/')}"
+    return fs.S3FileSystem(**kwargs), root
 
 
 class ObjectStore:
