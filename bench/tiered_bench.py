@@ -59,7 +59,7 @@ def one(mode: str, rep: int, records: int, store: LocalObjectStore, work: Path) 
                           str(records), "--record-size", "100", "--throughput", "-1"])
         if tiered:
             deadline = time.monotonic() + 300
-            while _local_start(broker, "t") < records * 0.6 and time.monotonic() < deadline:
+            while _local_start(broker, "t") < records * 0.5 and time.monotonic() < deadline:
                 time.sleep(0.5)
         consumed = _perf(["consume", "--bootstrap-server", broker.bootstrap, "--topic", "t", "--messages",
                           str(records), "--timeout-ms", "120000"])
