@@ -23,6 +23,8 @@ import sys
 import tempfile
 from pathlib import Path
 
+from jobs import spark_home
+
 REPO = Path(__file__).resolve().parents[1]
 FOLDER = REPO / ".cache" / "spark-classes"
 QUIET = "-Xlog:cds*=off"       # the JDK's own notes about archives it cannot use, on the job's stdout otherwise
@@ -81,14 +83,15 @@ def _java() -> Path | None:
 
 
 def archive_path() -> Path | None:
-    """Where the archive for this pyspark and this JDK is (or goes); None without a JDK."""
+    """Where the archive for this pyspark, its Spark home (jobs/spark_home.py: the class path names its jars
+    folder) and this JDK is (or goes); None without a JDK."""
     import pyspark
     java = _java()
     if java is None:
         return None
     st = java.stat()
-    jars = Path(pyspark.__file__).parent / "jars"     # the class path the archive holds, by where it is
-    key = hashlib.sha1(f"{java}:{st.st_size}:{st.st_mtime_ns}:{jars.resolve()}".encode()).hexdigest()[:12]
+    jars = spark_home.current() / "jars"     # the class path the archive holds, as the JVM names it, and its files
+    key = hashlib.sha1(f"{java}:{st.st_size}:{st.st_mtime_ns}:{jars}:{jars.resolve()}".encode()).hexdigest()[:12]
     return FOLDER / f"spark-{pyspark.__version__}-{key}.jsa"
 
 
@@ -108,14 +111,14 @@ def jvm_options() -> str:
 
 def build(force: bool = False) -> Path:
     """Run the workload in a driver JVM that writes the archive as it exits; the archive's path."""
+    spark_home.use()
     path = archive_path()
     if path is None:
         raise RuntimeError("no Java found (JAVA_HOME or java on PATH): Spark needs a JDK 17")
     if path.is_file() and not force:
         return path
     path.parent.mkdir(parents=True, exist_ok=True)
-    import pyspark
-    submit = Path(pyspark.__file__).parent / "bin" / "spark-submit"
+    submit = spark_home.current() / "bin" / "spark-submit"
     tmp = path.with_name(f".{path.name}.{os.getpid()}")
     env = {k: v for k, v in os.environ.items() if k != "SPARK_CONF_DIR"}
     env.update(PYSPARK_PYTHON=sys.executable, SPARK_LOCAL_IP=env.get("SPARK_LOCAL_IP", "127.0.0.1"),

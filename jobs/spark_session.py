@@ -22,7 +22,7 @@ import time
 from pathlib import Path
 from typing import Any
 
-from jobs import class_archive
+from jobs import class_archive, spark_home
 from jobs.config import JobConfig
 from jobs.signals import STOPPER, shield_spark_jvm
 
@@ -98,6 +98,7 @@ def build_session(cfg: JobConfig, app_name: str, *, delta_spark: bool = False) -
          .config("spark.sql.shuffle.partitions", cfg.get("spark.sql.shuffle.partitions", "4"))
          .config("spark.sql.session.timeZone", "UTC"))
     global _log_file
+    spark_home.use()                       # Spark's Python processes import pyspark with its bytecode
     jvm = class_archive.jvm_options()      # the driver's classes mapped from the archive `make` built
     if LOG4J.exists():
         _log_file = job_log_file(cfg)

@@ -39,9 +39,17 @@ def _plan(moves: dict[tuple[str, int], list[int]]) -> str:
 
 
 def _states(cluster: ZkCluster) -> dict[str, Any]:
+    """Replicas, ISR and leader of each partition of LAYOUT's topics the answering broker knows of (a broker may
+    not have learnt of a topic just created yet: Kafka's metadata reaches its brokers asynchronously)."""
     md = AdminClient({"bootstrap.servers": cluster.bootstrap}).list_topics(timeout=15)
-    return {f"{t}-{p}": (list(m.replicas), sorted(m.isrs), m.leader) for t in LAYOUT
+    return {f"{t}-{p}": (list(m.replicas), sorted(m.isrs), m.leader) for t in LAYOUT if t in md.topics
             for p, m in sorted(md.topics[t].partitions.items())}
+
+
+def _settled(cluster: ZkCluster) -> bool:
+    """Every partition of LAYOUT known, each with its whole replica set in sync."""
+    states = _states(cluster)
+    return len(states) == sum(map(len, LAYOUT.values())) and all(sorted(r) == isr for r, isr, _ in states.values())
 
 
 def _error_line(out: str) -> str:
@@ -61,7 +69,7 @@ def _run_scenario(system: str, root: Path) -> dict[str, Any]:
         admin = AdminClient({"bootstrap.servers": cluster.bootstrap})
         for topic, replicas in LAYOUT.items():
             admin.create_topics([NewTopic(topic, len(replicas), replica_assignment=replicas)])[topic].result(30)
-        wait_for(lambda: all(sorted(s[0]) == s[1] for s in _states(cluster).values()), 60, f"{system}: full ISRs")
+        wait_for(lambda: _settled(cluster), 60, f"{system}: full ISRs")
         producer = Producer({"bootstrap.servers": cluster.bootstrap, "acks": "all"})
         for i in range(RECORDS):
             producer.produce("moved", value=b"r%d" % i, partition=i % 3)
@@ -90,7 +98,7 @@ def _run_scenario(system: str, root: Path) -> dict[str, Any]:
         finally:
             zk.stop()
             zk.close()
-        wait_for(lambda: all(sorted(s[0]) == s[1] for s in _states(cluster).values()), 60, f"{system}: ISRs settled")
+        wait_for(lambda: _settled(cluster), 60, f"{system}: ISRs settled")
         out["states"] = _states(cluster)
         out["records"] = sorted(m.value() for m in consume(cluster.bootstrap, "moved", [0, 1, 2], RECORDS))
         return out

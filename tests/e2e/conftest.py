@@ -35,8 +35,10 @@ os.environ.setdefault("PYSPARK_SUBMIT_ARGS", f"--properties-file {REPO / 'conf' 
 def spark() -> Iterator[Any]:
     from pyspark.sql import SparkSession
 
-    from jobs import class_archive
+    from jobs import class_archive, spark_home
     from jobs.spark_session import with_delta_spark
+
+    spark_home.use()            # as build_session: Spark's Python processes import the installed pyspark
 
     session = with_delta_spark(
         SparkSession.builder.master("local[2]").appName("pylog-e2e")

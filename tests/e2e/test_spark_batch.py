@@ -158,3 +158,11 @@ def test_the_native_sink_writes_what_confluent_kafka_reads_on_the_java_clients_p
         if m.key() is not None:
             assert m.partition() == (pylog_native.murmur2(m.key()) & 0x7FFFFFFF) % 4
     assert len({m.partition() for m in got if m.key() is None}) > 1, "keyless rows move on between partitions"
+
+
+def test_spark_python_workers_import_the_installed_pyspark(spark):
+    """jobs/spark_home.py: Spark's Python processes import pyspark from site-packages (with its bytecode), not
+    from the zip a pip-installed pyspark ships without any: a third of each one's start-up CPU."""
+    import pyspark
+    where = spark.range(1).select(F.udf(lambda _: __import__("pyspark").__file__, "string")("id")).first()[0]
+    assert ".zip" not in where and where == pyspark.__file__, where

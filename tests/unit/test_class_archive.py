@@ -5,7 +5,7 @@ from pathlib import Path
 
 import pytest
 
-from jobs import class_archive
+from jobs import class_archive, spark_home
 
 
 def test_the_driver_gets_the_archive_only_when_it_exists_and_no_conf_folder_is_on_its_class_path(
@@ -23,10 +23,12 @@ def test_the_driver_gets_the_archive_only_when_it_exists_and_no_conf_folder_is_o
 def test_the_archive_is_named_for_the_pyspark_installation_and_the_jdk(monkeypatch: pytest.MonkeyPatch,
                                                                        tmp_path: Path) -> None:
     import pyspark
+    monkeypatch.delenv("SPARK_HOME", raising=False)      # a Spark session of this process may have set ours
     first = class_archive.archive_path()
     assert first is not None and first.parent == class_archive.FOLDER
     assert first.name.startswith(f"spark-{pyspark.__version__}-") and first.suffix == ".jsa"
     other = tmp_path / "pyspark"
     (other / "jars").mkdir(parents=True)
+    monkeypatch.setattr(spark_home, "FOLDER", tmp_path / "homes")
     monkeypatch.setattr(pyspark, "__file__", str(other / "__init__.py"))     # another venv's pyspark
     assert class_archive.archive_path() != first
