@@ -63,7 +63,9 @@ def test_the_object_storage_page_runs_as_written(tmp_path):
                                                   f"{proc.returncode}:\n{proc.stdout[-2000:]}\n{proc.stderr[-3000:]}")
                     outputs[re.sub(r" --.*", "", command)] = proc.stdout
         segments = outputs[f"ls {tmp_path / 'tiered'}/clicks-0/*.log"].split()
-        assert 1 <= len(segments) <= 4, segments
+        # local.retention.bytes (2 MiB) and at most one segment more: how many files that is depends on how full
+        # the producer's batches left each segment (on a busy machine, bigger batches roll them earlier)
+        assert segments and sum(Path(s).stat().st_size for s in segments) <= 3 * 2**20, segments
         assert min(int(Path(s).stem) for s in segments) > 50_000, "most of the topic is only in the bucket"
         assert re.search(r"\b100000 records\b", outputs["pylog perf consume"]), outputs["pylog perf consume"]
         status = outputs["pylog job status batch_load"]
