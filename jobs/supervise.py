@@ -33,10 +33,14 @@ def supervise(query: Any, on_progress: Callable[[Any], None]) -> int:
     seen = -1
     while query.isActive:
         query.awaitTermination(0.5)
-        for p in query.recentProgress:
-            if p.batchId > seen and _ran(p):
-                seen = p.batchId
-                on_progress(p)
+        # the last progress only, unless a batch ran since: recentProgress serialises up to a hundred reports
+        # in the JVM on every call (most of a long job's driver CPU when polled twice a second)
+        last = query.lastProgress
+        if last is not None and last.batchId > seen and (_ran(last) or last.batchId > seen + 1):
+            for p in query.recentProgress:
+                if p.batchId > seen and _ran(p):
+                    seen = p.batchId
+                    on_progress(p)
         if stop.is_set():
             log.info("stopping after the batch in flight (signal received; a second one stops at once)")
             while query.isActive and query.status.get("isTriggerActive"):
