@@ -12,7 +12,7 @@ from hypothesis import settings
 from pylog.launch.local_zookeeper import LocalZooKeeper
 from pylog.launch.object_store import LocalObjectStore
 from tests.support.broker_process import BrokerProcess
-from peers.kafka import KafkaBroker
+from peers.kafka import FUNCTIONAL_JVM, KafkaBroker
 
 os.environ.setdefault("SPARK_LOCAL_IP", "127.0.0.1")
 # Every process the tests start (brokers, commands, jobs, Spark's Python workers) imports kio, which imports
@@ -100,7 +100,8 @@ def apache_kafka(tmp_path_factory: pytest.TempPathFactory) -> Iterator[KafkaBrok
     for attempt in range(3):
         # transactions past their timeout are aborted within a second (Kafka checks every 10 s by default)
         kafka = KafkaBroker(tmp_path_factory.mktemp("apache-kafka") / "kafka",
-                            settings={"transaction.abort.timed.out.transaction.cleanup.interval.ms": 1000})
+                            settings={"transaction.abort.timed.out.transaction.cleanup.interval.ms": 1000},
+                            jvm=FUNCTIONAL_JVM)
         try:
             kafka.start()
             break

@@ -16,7 +16,7 @@ from confluent_kafka import Producer
 from confluent_kafka.admin import AdminClient, NewTopic
 from kazoo.client import KazooClient
 
-from peers.kafka import KafkaZkBroker
+from peers.kafka import FUNCTIONAL_JVM, KafkaZkBroker
 from peers.zk_cluster import ZkCluster
 from pylog.launch.process import BrokerProcess
 from tests.support.clients import consume
@@ -59,7 +59,7 @@ def _error_line(out: str) -> str:
 
 
 def _run_scenario(system: str, root: Path) -> dict[str, Any]:
-    make = (lambda wd, s: KafkaZkBroker(wd, s, heap="384m")) if system == "kafka" else \
+    make = (lambda wd, s: KafkaZkBroker(wd, s, heap="384m", jvm=FUNCTIONAL_JVM)) if system == "kafka" else \
         (lambda wd, s: BrokerProcess(wd, settings=s))
     cluster = ZkCluster(root / system, make, 3, {"auto.leader.rebalance.enable": "false",
                                                  "min.insync.replicas": 1}, 6000, chroot=f"/{system}")

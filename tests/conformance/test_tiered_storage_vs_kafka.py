@@ -19,7 +19,7 @@ from confluent_kafka.admin import AdminClient, NewTopic
 from kio.schema.list_offsets.v9.request import ListOffsetsPartition, ListOffsetsRequest, ListOffsetsTopic
 from kio.schema.types import TopicName
 
-from peers.kafka import KafkaBroker
+from peers.kafka import FUNCTIONAL_JVM, KafkaBroker
 from pylog.launch.process import BrokerProcess
 from tests.support.differential import Pair
 
@@ -77,7 +77,8 @@ def _read(bootstrap: str, start: int, count: int) -> list[tuple[int, Any, Any, i
 def tiered_pair(tmp_path_factory: pytest.TempPathFactory):
     root = tmp_path_factory.mktemp("tiered-oracle")
     (root / "rsm").mkdir()
-    kafka = KafkaBroker(root / "kafka", settings={**KAFKA_TIERING, "rsm.config.dir": str(root / "rsm")}).start()
+    kafka = KafkaBroker(root / "kafka", settings={**KAFKA_TIERING, "rsm.config.dir": str(root / "rsm")},
+                        jvm=FUNCTIONAL_JVM).start()
     pylog = BrokerProcess(root / "pylog", settings={
         "remote.log.storage.system.enable": "true", "remote.log.storage.url": str(root / "pylog-remote"),
         "remote.log.manager.task.interval.ms": 500, "log.retention.check.interval.ms": 500,

@@ -26,7 +26,7 @@ from kio.schema.errors import ErrorCode
 from kio.schema.sasl_authenticate.v2.request import SaslAuthenticateRequest
 from kio.schema.sasl_handshake.v1.request import SaslHandshakeRequest
 
-from peers.kafka import KafkaZkBroker
+from peers.kafka import FUNCTIONAL_JVM, KafkaZkBroker
 from pylog.launch.local_zookeeper import LocalZooKeeper
 from pylog.launch.process import BrokerProcess, free_port
 from tests.support.differential import differences
@@ -77,7 +77,7 @@ def start_kafka(workdir: Path, zookeeper: LocalZooKeeper, name: str,
         zk.close()
     for attempt in range(3):
         kafka = KafkaZkBroker(workdir / f"kafka-{attempt}", settings={
-            "zookeeper.connect": zookeeper.connect + chroot, "broker.id": 1, **(settings or {})})
+            "zookeeper.connect": zookeeper.connect + chroot, "broker.id": 1, **(settings or {})}, jvm=FUNCTIONAL_JVM)
         kafka.settings.update(listeners(kafka.port, free_port()))
         try:
             return kafka.start()   # type: ignore[return-value]
