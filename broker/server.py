@@ -22,7 +22,6 @@ import time
 from pathlib import Path
 
 from broker import dynamic_configs, meta_properties
-from broker.apis.registry import apis
 from broker.cluster.cluster_node import ClusterNode, node_settings
 from broker.cluster.cluster_view import ClusterView
 from broker.cluster.producer_ids import ProducerIdManager
@@ -53,7 +52,6 @@ from broker.transactions.log_records import TRANSACTION_STATE_TOPIC
 from broker.transactions.broker_channel import BrokerChannel
 from broker.log.cleaner import LogCleaner
 from broker.log.log_manager import LogManager
-from kafka_protocol.codec import preload_schemas
 from kafka_protocol.framing import RequestMemoryPool
 from kafka_protocol.quiet_logging import quiet
 from broker.replica_manager import ReplicaManager
@@ -144,7 +142,6 @@ class BrokerServer:
         remote = self._remote_log_manager(registry, logs, replicas)
         groups = GroupService(cfg, replicas, time.time, cluster=bool(cfg["zookeeper.connect"]))
         groups.startup()
-        preload_schemas((a.key, v) for a in apis(cluster=True).values() for v in range(a.min_version, a.max_version + 1))
         loop = asyncio.get_running_loop()
         # bound now (the port goes into the cluster registration), accepting once the services exist; a broker
         # joining a cluster then answers clients only once the controller has told it the cluster's state

@@ -11,7 +11,7 @@ import io
 import struct
 from dataclasses import dataclass
 from functools import lru_cache
-from typing import Any, Iterable
+from typing import Any
 
 from kio.index import KioIndexError, load_request_schema, load_response_schema
 from kio.serial import entity_reader, entity_writer
@@ -140,18 +140,3 @@ def encode_response(api_key: int, correlation_id: int, entity: Any) -> bytes:
     """A complete response frame (size prefix included) for a kio response entity."""
     payload = response_header(api_key, correlation_id, entity.__flexible__) + encode_body(entity)
     return INT32.pack(len(payload)) + payload
-
-
-def preload_schemas(versions: Iterable[tuple[int, int]]) -> int:
-    """Import and cache the kio codecs of every (api_key, version) so no request pays the import."""
-    count = 0
-    for api_key, version in versions:
-        schema = request_schema(api_key, version)
-        if schema is not None and api_key != ApiKey.PRODUCE:
-            entity_decoder(schema)
-            count += 1
-        try:
-            entity_encoder(response_schema(api_key, version))
-        except (KioIndexError, ImportError, AttributeError, ValueError):
-            continue
-    return count
