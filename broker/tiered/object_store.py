@@ -8,6 +8,7 @@ a mounted volume). Keys are '/'-separated below the prefix. pyarrow is imported 
 from __future__ import annotations
 
 import os
+import re
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -20,7 +21,25 @@ COPY_CHUNK = 8 * 1024 * 1024
 
 
 class RemoteStorageError(OSError):
-    """The object store failed a call (unreachable, refused, missing bucket); the message names the store."""
+    """The object store failed a call (unreachable, refused, missing bucket); the message names the store and
+    the object. `condition` says the same without the object or the store's request id: what a log line that
+    must not repeat for every object shows."""
+
+    def __init__(self, message: str, condition: str) -> None:
+        super().__init__(message)
+        self.condition = condition
+
+
+_REQUEST_ID = re.compile(r"\s*\(Request ID: [^)]*\)")
+
+
+def store_answer(e: OSError) -> str:
+    """The store's answer in an error from pyarrow's S3 client, without the object's key or the request id:
+    "AWS Error NO_SUCH_BUCKET during CreateMultipartUpload operation: The specified bucket does not exist"."""
+    text = str(e).splitlines()[0] if str(e) else type(e).__name__
+    if "AWS Error " in text:
+        text = "AWS Error " + text.rsplit("AWS Error ", 1)[1]
+    return _REQUEST_ID.sub("", text)
 
 
 def _s3(url: str) -> tuple[FileSystem, str]:
@@ -61,7 +80,7 @@ class ObjectStore:
 
     def _fail(self, what: str, key: str, e: OSError) -> RemoteStorageError:
         first = str(e).splitlines()[0] if str(e) else type(e).__name__
-        return RemoteStorageError(f"{what} {self.url}/{key}: {first}")
+        return RemoteStorageError(f"{what} {self.url}/{key}: {first}", f"{what} in {self.url}: {store_answer(e)}")
 
     def check(self) -> None:
         """The store answers: the prefix can be listed (raises RemoteStorageError)."""

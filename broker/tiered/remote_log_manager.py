@@ -264,8 +264,9 @@ class RemoteLogManager:
                 await self._apply_retention(plog)
             except OSError as e:
                 self.upload_failures += 1
+                # once a minute per partition and condition: not the object's key, which is new on every pass
                 warnings.warning("%s: remote storage: %s (retrying; no local data is deleted before its upload "
-                                 "is recorded)", plog.name, e)
+                                 "is recorded)", plog.name, getattr(e, "condition", e))
         for tp in [tp for tp in self.partitions if tp not in live]:
             await self._forget(tp)
 

@@ -172,6 +172,33 @@ def test_the_store_gone_costs_retriable_errors_and_no_local_data(object_store, s
         broker.close()
 
 
+def test_a_bucket_that_refuses_writes_is_one_clear_line_and_costs_no_local_data(object_store, s3_env, tmp_path):
+    """remote.log.storage.url names a bucket that does not exist: every upload is refused. The broker says so in
+    a line naming the store and its answer, deletes nothing local and serves every offset from its disk; once the
+    bucket exists, uploads resume on their own and local retention frees the disk."""
+    bucket = f"missing-{uuid.uuid4().hex[:8]}"
+    broker = BrokerProcess(tmp_path / "broker", settings={
+        "remote.log.storage.system.enable": "true", "remote.log.storage.url": f"s3://{bucket}/tiered",
+        "remote.log.manager.task.interval.ms": 200, "log.retention.check.interval.ms": 200}).start()
+    try:
+        _create(broker.bootstrap, "refused")
+        t0 = int(time.time() * 1000) - 600_000
+        _produce(broker.bootstrap, "refused", 0, 1500, t0)
+        wait_for(lambda: "remote storage" in broker.log_text(), 30, "the refusal logged")
+        time.sleep(2)                 # ten more upload passes, all refused
+        assert _local_start(broker, "refused") == 0, "nothing local deleted while no upload is recorded"
+        lines = [ln for ln in broker.log_text().splitlines() if "remote storage" in ln]
+        assert len(lines) == 1, lines          # once a minute, not once per pass
+        assert f"s3://{bucket}/tiered" in lines[0] and "refused-0" in lines[0], lines[0]
+        assert "bucket" in lines[0].lower(), lines[0]          # the store's own answer: no such bucket
+        assert _consume(broker.bootstrap, "refused", 1500) == [_expected(i, t0) for i in range(1500)]
+        object_store.create_bucket(bucket)
+        wait_for(lambda: _local_start(broker, "refused") > 500, 30, "uploads resumed and the disk freed")
+        assert _consume(broker.bootstrap, "refused", 1500) == [_expected(i, t0) for i in range(1500)]
+    finally:
+        broker.close()
+
+
 def test_an_upload_cut_short_leaves_no_object_counted_as_data(s3_env, tmp_path):
     prefix = uuid.uuid4().hex
     broker = _broker(tmp_path, prefix).start()
