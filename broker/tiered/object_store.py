@@ -33,10 +33,14 @@ class RemoteStorageError(OSError):
 _REQUEST_ID = re.compile(r"\s*\(Request ID: [^)]*\)")
 
 
+def _first_line(e: OSError) -> str:
+    return str(e).splitlines()[0] if str(e) else type(e).__name__
+
+
 def store_answer(e: OSError) -> str:
     """The store's answer in an error from pyarrow's S3 client, without the object's key or the request id:
     "AWS Error NO_SUCH_BUCKET during CreateMultipartUpload operation: The specified bucket does not exist"."""
-    text = str(e).splitlines()[0] if str(e) else type(e).__name__
+    text = _first_line(e)
     if "AWS Error " in text:
         text = "AWS Error " + text.rsplit("AWS Error ", 1)[1]
     return _REQUEST_ID.sub("", text)
@@ -79,8 +83,8 @@ class ObjectStore:
         return self.fs.open_output_stream(path)
 
     def _fail(self, what: str, key: str, e: OSError) -> RemoteStorageError:
-        first = str(e).splitlines()[0] if str(e) else type(e).__name__
-        return RemoteStorageError(f"{what} {self.url}/{key}: {first}", f"{what} in {self.url}: {store_answer(e)}")
+        return RemoteStorageError(f"{what} {self.url}/{key}: {_first_line(e)}",
+                                  f"{what} in {self.url}: {store_answer(e)}")
 
     def check(self) -> None:
         """The store answers: the prefix can be listed (raises RemoteStorageError)."""
