@@ -132,19 +132,32 @@ class ClusterController:
     # ------------------------------------------------------------ lifecycle
 
     def start(self, token: ControllerToken) -> None:
+        """Become the controller: the watches queue the cluster's state (brokers, topics, moves) first, and only
+        then are requests taken (`_token` set) and the event thread started, so a request asked of a new
+        controller is answered after it has read every topic, never from an empty or a former term's view."""
         self._generation += 1
         self._isr_queued = False
         generation = self._generation
-        self._token = token
         self._watched = set()
         self._live = set()
         self._registrations = {}
         self._known = {}
+        self._assignments = {}
         if self._channel is not None:
             self._channel.stop()
         self._channel = ControllerChannel(token.broker_id, self.socket_timeout_s, self.peer_security)
-        self._thread = threading.Thread(target=self._run, name=f"controller-epoch-{token.epoch}", daemon=True)
+        self._events = queue.Queue()          # a term's own: a former term's thread may not have ended yet
+        self._watch(generation)
+        self._token = token
+        self._thread = threading.Thread(target=self._run, args=(self._events,), name=f"controller-epoch-{token.epoch}",
+                                        daemon=True)
         self._thread.start()
+        if self.auto_leader_rebalance:
+            threading.Thread(target=self._rebalance_timer, args=(generation,), daemon=True,
+                             name=f"preferred-leader-{token.epoch}").start()
+
+    def _watch(self, generation: int) -> None:
+        """ZooKeeper's watches of this term, each queueing an event (their first call, at once, the current state)."""
         kazoo = self.zk.kazoo
 
         def alive(handler: Callable[..., None]) -> Callable[..., bool]:
@@ -171,9 +184,6 @@ class ClusterController:
                 self._events.put(("zk_reassign", None))
             created[0] = czxid
         DataWatch(kazoo, zk_layout.REASSIGN_PARTITIONS, alive(on_reassign_node))
-        if self.auto_leader_rebalance:
-            threading.Thread(target=self._rebalance_timer, args=(generation,), daemon=True,
-                             name=f"preferred-leader-{token.epoch}").start()
 
     @property
     def active(self) -> bool:
@@ -196,9 +206,9 @@ class ClusterController:
 
     # ------------------------------------------------------------ the event thread
 
-    def _run(self) -> None:
+    def _run(self, events: "queue.Queue[tuple[str, Any] | None]") -> None:
         while True:
-            event = self._events.get()
+            event = events.get()
             if event is None or self._token is None:
                 return
             kind, arg = event
@@ -356,10 +366,16 @@ class ClusterController:
                 self._tell_deleted([tp for tp in self._known if tp[0] == topic])
 
     def _topic_watch(self, topic: str, generation: int) -> Callable[[bytes | None, Any], bool]:
+        first = [True]
+
         def watch(data: bytes | None, stat: Any) -> bool:
             if generation != self._generation or stat is None:
                 return False
-            self._events.put(("assignment", (topic, data)))
+            if first[0]:      # DataWatch's first call, on this thread inside _on_topics: read before any request
+                first[0] = False
+                self._on_assignment((topic, data))
+            else:
+                self._events.put(("assignment", (topic, data)))
             return True
         return watch
 

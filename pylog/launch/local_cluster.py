@@ -140,6 +140,20 @@ class LocalCluster:
         assert proc is not None
         os.kill(proc.pid, signal.SIGCONT)
 
+    def restore(self, timeout_s: float = 60.0) -> list[int]:
+        """Every broker running again: frozen ones thawed, stopped or killed ones restarted, then ready. A module
+        sharing one cluster calls it after each test, so a failed test's kills do not fail the tests after it.
+        Returns the brokers it restarted."""
+        for b in self.brokers.values():
+            if b.alive():
+                os.kill(b.proc.pid, signal.SIGCONT)           # type: ignore[union-attr]
+        down = sorted(i for i, b in self.brokers.items() if not b.alive())
+        for i in down:
+            self.brokers[i].start(timeout_s)
+        if down:
+            self.wait_ready(timeout_s)
+        return down
+
     def close(self) -> None:
         for b in self.brokers.values():
             if b.proc is not None and b.proc.poll() is None:

@@ -28,16 +28,81 @@ def free_port() -> int:
 
 
 def wait_for_port(port: int, timeout: float, proc: subprocess.Popen | None = None, host: str = HOST) -> None:
+    """Return once `port` accepts connections, and, with `proc`, once it is `proc` (or a child of it) that listens
+    there: a free port can be taken by another server between `free_port()` and `proc`'s bind, and connecting to
+    that one would pass for `proc` ready while `proc` fails to bind (RuntimeError when it exits)."""
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:
         if proc is not None and proc.poll() is not None:
             raise RuntimeError(f"server exited with {proc.returncode} before listening on {port}")
         try:
             with socket.create_connection((host, port), timeout=0.5):
-                return
+                if proc is None or listens(proc.pid, port) is not False:
+                    return
         except OSError:
-            time.sleep(0.05)
+            pass
+        time.sleep(0.05)
     raise TimeoutError(f"nothing listening on {host}:{port} after {timeout}s")
+
+
+def _in_use(host: str, port: int) -> bool:
+    """Whether something accepts connections on host:port."""
+    try:
+        with socket.create_connection((host, port), timeout=0.5):
+            return True
+    except OSError:
+        return False
+
+
+def listens(pid: int, port: int) -> bool | None:
+    """Whether process `pid` or one of its descendants holds a listening TCP socket on `port` (Linux's /proc);
+    None where that cannot be read."""
+    try:
+        inodes = _listening_inodes(port)
+        family = _descendants(pid)
+        for p in family:
+            for fd in os.scandir(f"/proc/{p}/fd"):
+                try:
+                    link = os.readlink(fd.path)
+                except OSError:
+                    continue
+                if link.startswith("socket:[") and link[8:-1] in inodes:
+                    return True
+        return False
+    except OSError:
+        return None
+
+
+def _listening_inodes(port: int) -> set[str]:
+    inodes = set()
+    for table in ("/proc/net/tcp", "/proc/net/tcp6"):
+        try:
+            lines = Path(table).read_text().splitlines()[1:]
+        except FileNotFoundError:
+            continue
+        for line in lines:
+            fields = line.split()
+            if fields[3] == "0A" and int(fields[1].rsplit(":", 1)[1], 16) == port:      # 0A: LISTEN
+                inodes.add(fields[9])
+    return inodes
+
+
+def _descendants(pid: int) -> list[int]:
+    children: dict[int, list[int]] = {}
+    for entry in os.scandir("/proc"):
+        if entry.name.isdigit():
+            try:
+                stat = Path(f"/proc/{entry.name}/stat").read_text()
+            except OSError:
+                continue
+            ppid = int(stat.rsplit(")", 1)[1].split()[1])
+            children.setdefault(ppid, []).append(int(entry.name))
+    family, todo = [], [pid]
+    while todo:
+        p = todo.pop()
+        family.append(p)
+        todo.extend(children.get(p, ()))
+    return family
 
 
 class ServerProcess:
@@ -50,6 +115,7 @@ class ServerProcess:
         self.workdir = Path(workdir)
         self.host = host
         self.port = port or free_port()
+        self._port_chosen = port is None        # ours to change while it has never started
         self.proc: subprocess.Popen | None = None
         self.log_path = self.workdir.parent / f"{self.name}-{self.port}.log"
 
@@ -61,17 +127,26 @@ class ServerProcess:
         raise NotImplementedError
 
     def start(self, timeout: float = 30.0) -> "ServerProcess":
+        """Start and wait until it listens. A port this object chose itself and another process took meanwhile
+        (the server exits, unable to bind) is chosen again, twice at most, before its first successful start."""
         self.workdir.mkdir(parents=True, exist_ok=True)
-        log = open(self.log_path, "ab")
-        self.proc = subprocess.Popen(self.command(), stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
-                                     start_new_session=True)
-        log.close()
-        try:
-            wait_for_port(self.port, timeout, self.proc, self.host)
-        except (RuntimeError, TimeoutError) as e:
-            self.kill()
-            raise RuntimeError(f"{e}; last output:\n{self.log_text()[-2000:]}") from None
-        return self
+        for attempt in (1, 2, 3):
+            log = open(self.log_path, "ab")
+            self.proc = subprocess.Popen(self.command(), stdout=log, stderr=subprocess.STDOUT,
+                                         stdin=subprocess.DEVNULL, start_new_session=True)
+            log.close()
+            try:
+                wait_for_port(self.port, timeout, self.proc, self.host)
+                self._port_chosen = False
+                return self
+            except (RuntimeError, TimeoutError) as e:
+                self.kill()
+                taken = self._port_chosen and attempt < 3 and _in_use(self.host, self.port)   # by another
+                if not taken:
+                    raise RuntimeError(f"{e}; last output:\n{self.log_text()[-2000:]}") from None
+                self.port = free_port()
+                self.log_path = self.workdir.parent / f"{self.name}-{self.port}.log"
+        raise AssertionError("unreachable")
 
     def stop(self, timeout: float = 20.0) -> int:
         """SIGTERM and wait; returns the exit code (SIGKILL after `timeout`)."""

@@ -34,6 +34,13 @@ def cluster(zookeeper: LocalZooKeeper, tmp_path_factory: pytest.TempPathFactory)
         yield c
 
 
+@pytest.fixture(autouse=True)
+def _cluster_whole_after_each_test(cluster: LocalCluster) -> Iterator[None]:
+    """A test that fails between its kills and restarts must not fail the tests after it (they share the cluster)."""
+    yield
+    cluster.restore()
+
+
 def _create(c: LocalCluster, topic: str, partitions: int = 1, rf: int = 3) -> None:
     create_replicated(c.bootstrap, topic, partitions, rf)
 

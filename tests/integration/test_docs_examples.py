@@ -150,13 +150,22 @@ class ConsoleReader(Reader):
     def shell(self, command: str, block: Block) -> str:
         if "pylog console" not in command:
             return super().shell(command, block)
-        line = substitute(command, self.names)
-        port = int(re.search(r"--port (\d+)", line).group(1))          # type: ignore[union-attr]
-        server = subprocess.Popen(["bash", "-c", line.replace("pylog console", "exec pylog console", 1)], cwd=REPO,
-                                  env=self.env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
-        self.servers.append(server)
-        wait_for_port(port, 30, server)
-        return ""
+        page_port = re.search(r"--port (\d+)", command).group(1)         # type: ignore[union-attr]
+        for attempt in (1, 2, 3):
+            line = substitute(command, self.names)
+            server = subprocess.Popen(["bash", "-c", line.replace("pylog console", "exec pylog console", 1)],
+                                      cwd=REPO, env=self.env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+            try:
+                wait_for_port(int(self.ports[page_port]), 30, server)
+                self.servers.append(server)
+                return ""
+            except RuntimeError:
+                taken = "already in use" in server.communicate()[1]
+                if not taken or attempt == 3:
+                    raise
+                # another test's server took the free port first: choose again (the later commands follow)
+                self.ports[page_port] = self.names[page_port] = str(free_port())
+        raise AssertionError("unreachable")
 
     def url(self, page_port: str, path: str) -> str:
         return f"http://127.0.0.1:{self.ports[page_port]}{path}"
