@@ -14,6 +14,7 @@ import pytest
 from broker.cluster import zk_layout
 from broker.cluster.controller import ClusterController, create_topic, request_topic_deletion
 from broker.cluster.controller_election import ControllerElection
+from broker.cluster.reassignment import Move
 from broker.cluster.membership import BrokerMembership
 from broker.cluster.zk_client import ZkClient
 from broker.cluster.zk_layout import BrokerRegistration, PartitionState, TopicAssignment
@@ -159,6 +160,35 @@ def test_a_new_controller_carries_on_with_a_higher_epoch_and_deletes_topics(zk_c
     request_topic_deletion(admin, "logs")
     wait_for(lambda: not admin.kazoo.exists("/brokers/topics/logs") and not admin.kazoo.exists("/admin/delete_topics/logs"),
              what="the topic deleted")
+
+
+def test_a_new_controller_answers_its_first_request_with_every_topic_read(zk_connect, zk_clients):
+    """A request that reaches a controller the moment it is elected (ListPartitionReassignments, asked on the
+    election's own thread right after start) is answered from the topics in ZooKeeper, here a move a former
+    controller began: the controller reads every topic before it takes a request (it once answered from an
+    empty view, and the move looked finished)."""
+    admin = zk_clients(zk_connect)
+    for b in (1, 2, 3):
+        BrokerMembership(zk_clients(zk_connect), BrokerRegistration(b, "127.0.0.1", 9000 + b)).register()
+    first = Member(zk_clients, zk_connect, 8)
+    first.election.start()
+    for i in range(20):
+        create_topic(admin, f"t{i}", 2, 2, [1, 2, 3])
+    wait_for(lambda: all(len(states(admin, f"t{i}")) == 2 for i in range(20)), what="every partition's state")
+    first.zk.stop()                                  # the former controller goes, its move half done
+    moving = TopicAssignment.decode("t7", admin.kazoo.get("/brokers/topics/t7")[0])
+    replicas = list(moving.partitions[1])
+    new = next(b for b in (1, 2, 3) if b not in replicas)
+    admin.kazoo.set("/brokers/topics/t7", TopicAssignment(
+        "t7", {**moving.partitions, 1: [new, *replicas]}, moving.topic_id, {1: [new]}, {1: [replicas[-1]]}).encode())
+    answers = []
+    zk = zk_clients(zk_connect)
+    election = ControllerElection(zk, 9, on_elected=lambda token: (controller.start(token), answers.append(
+        controller.list_reassignments(None))), on_resigned=lambda: controller.stop())
+    controller = ClusterController(zk, election)
+    election.start()
+    listed = wait_for(lambda: answers, what="the elected controller's answer")[0].result(30)
+    assert listed == {("t7", 1): Move((new, *replicas), (new,), (replicas[-1],))}
 
 
 def test_cluster_status_shows_brokers_controller_leaders_and_under_replicated_partitions(zk_connect, zk_clients, capsys):
