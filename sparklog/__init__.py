@@ -6,6 +6,8 @@ Spark's built-in Kafka connector.
 """
 from __future__ import annotations
 
+import kafka_protocol  # noqa: F401  (first: kio without hypothesis, see kafka_protocol/__init__.py)
+
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
