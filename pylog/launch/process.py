@@ -56,9 +56,12 @@ def _in_use(host: str, port: int) -> bool:
 
 def listens(pid: int, port: int) -> bool | None:
     """Whether process `pid` or one of its descendants holds a listening TCP socket on `port` (Linux's /proc);
-    None where that cannot be read."""
+    None where that cannot be told: /proc unreadable, or no listener on `port` in this network namespace (the
+    server may listen in another one, as the network-cut tests' brokers do)."""
     try:
         inodes = _listening_inodes(port)
+        if not inodes:
+            return None
         family = _descendants(pid)
         for p in family:
             for fd in os.scandir(f"/proc/{p}/fd"):

@@ -4,11 +4,13 @@ for its tests, from the kafka-storage test jar; segments in a local directory, m
 
 Once both have uploaded every closed segment and deleted the local copies local.retention.bytes allows, the same
 ListOffsets requests (v9: earliest, earliest local, latest tiered, latest, times in the bucket and on the disk)
-get the same answers, and a consumer reading from offsets that lie only in the bucket gets the same records from
-both. The max timestamp (-3) is the one deliberate difference: Kafka 3.9 ignores the bucket there (KAFKA-17552).
+get the same answers, raw Fetch requests (v12) for offsets in the bucket get the same partition fields and the same
+record batches byte for byte, and a consumer reading from offsets that lie only in the bucket gets the same records
+from both. The max timestamp (-3) is the one deliberate difference: Kafka 3.9 ignores the bucket there (KAFKA-17552).
 """
 from __future__ import annotations
 
+import datetime
 import time
 from pathlib import Path
 from typing import Any
@@ -16,10 +18,12 @@ from typing import Any
 import pytest
 from confluent_kafka import Consumer, Producer, TopicPartition
 from confluent_kafka.admin import AdminClient, NewTopic
+from kio.schema.fetch.v12.request import FetchPartition, FetchRequest, FetchTopic
 from kio.schema.list_offsets.v9.request import ListOffsetsPartition, ListOffsetsRequest, ListOffsetsTopic
 from kio.schema.types import TopicName
 
 from peers.kafka import FUNCTIONAL_JVM, KafkaBroker
+from kafka_protocol.record_batch import whole_batches_length
 from pylog.launch.process import BrokerProcess
 from tests.support.differential import Pair
 
@@ -133,3 +137,33 @@ def test_a_consumer_reads_the_same_records_from_the_bucket(tiered_pair):
     _, pylog, kafka, _ = tiered_pair
     for start in (0, 777):
         assert _read(pylog.bootstrap, start, 500) == _read(kafka.bootstrap, start, 500)
+
+
+def _fetch(offset: int, partition_max: int) -> FetchRequest:
+    return FetchRequest(cluster_id=None, replica_id=-1, max_wait=datetime.timedelta(milliseconds=10), min_bytes=0,
+                        max_bytes=1 << 20, isolation_level=0, session_id=0, session_epoch=-1, topics=(
+                            FetchTopic(topic=TopicName(TOPIC), partitions=(FetchPartition(
+                                partition=0, current_leader_epoch=-1, fetch_offset=offset, last_fetched_epoch=-1,
+                                log_start_offset=-1, partition_max_bytes=partition_max),)),),
+                        forgotten_topics_data=(), rack_id="")
+
+
+@pytest.mark.parametrize("offset,partition_max", [(0, 1 << 16), (777, 1 << 16), (777, 10)],
+                         ids=["from-the-start", "in-the-bucket", "limit-below-one-batch"])
+def test_a_fetch_of_offsets_in_the_bucket_answers_as_kafka(tiered_pair, offset, partition_max):
+    """The partition's fields (error, high watermark, last stable offset, log start offset, aborted transactions,
+    preferred read replica) are Kafka's, and the whole batches both return are the same bytes (one-record batches
+    of the same producer calls). Kafka may end its answer with a partial batch, which clients drop; a limit below
+    one batch still returns that first batch on both (KIP-74)."""
+    pair, _, _, _ = tiered_pair
+    p, k = (pair.send(name, _fetch(offset, partition_max)).responses[0].partitions[0] for name in ("pylog", "kafka"))
+    fields = ("error_code", "high_watermark", "last_stable_offset", "log_start_offset", "aborted_transactions",
+              "preferred_read_replica")
+    assert {f: getattr(p, f) for f in fields} == {f: getattr(k, f) for f in fields}
+    assert int(p.high_watermark) == RECORDS and int(p.log_start_offset) == 0
+    mine, theirs = bytes(p.records or b""), bytes(k.records or b"")
+    mine, theirs = mine[:whole_batches_length(mine)], theirs[:whole_batches_length(theirs)]
+    common = min(len(mine), len(theirs))
+    assert common > 0 and mine[:common] == theirs[:common]
+    if partition_max < 100:
+        assert len(mine) == len(theirs) == common                     # exactly the first batch on both
