@@ -410,6 +410,47 @@ def test_a_move_survives_its_target_and_the_controller_killed_and_completes_when
     wait_full_isr(cluster.bootstrap, "__consumer_offsets", 5, timeout_s=60)     # the cluster whole again
 
 
+def test_a_move_survives_the_controller_and_its_target_losing_their_zookeeper_sessions(cluster: LocalCluster) -> None:
+    """The move of the previous test, but the controller C and the target Y are frozen (SIGSTOP) until ZooKeeper
+    expires their sessions, not killed: X becomes the controller and carries the move on. When C wakes, it is a
+    zombie controller holding a stale view and an old epoch: it learns its session expired, resigns without a
+    write (every controller write is fenced by the epoch), and rejoins as a broker. Y wakes, catches up, and the
+    move completes under X: replicas X and Y, byte-identical, every record once, C's copy deleted, every broker
+    naming X as the controller."""
+    from confluent_kafka.admin import NewTopic
+    from pylog.tools.wire_admin import WireAdmin
+    topic = unique_name("expiry")
+    admin = _admin(cluster)
+    c = admin.list_topics(timeout=10).controller_id
+    x, y = [b for b in sorted(cluster.brokers) if b != c]
+    admin.create_topics([NewTopic(topic, 1, replica_assignment=[[c, x]])])[topic].result(30)
+    wait_for(lambda: len(_partition_meta(cluster, topic)[0].isrs) == 2, 15, "full ISR")
+    producer = _producer(cluster)
+    for i in range(300):
+        producer.produce(topic, value=b"e%d" % i, partition=0)
+    assert producer.flush(30) == 0
+    cluster.freeze(y)
+    with WireAdmin(cluster.bootstrap) as wire:
+        assert wire.alter_reassignments({(topic, 0): [x, y]})[(topic, 0)] == (ErrorCode.none, None)
+    cluster.freeze(c)
+    at_x = _admin_at(cluster.broker(x).bootstrap)
+    wait_for(lambda: at_x.list_topics(timeout=5).controller_id == x, 60, f"broker {x} controller")
+    with WireAdmin(cluster.broker(x).bootstrap) as wire:
+        replicas, adding, removing = wire.list_reassignments()[(topic, 0)]
+    assert (sorted(replicas), adding, removing) == (sorted([c, x, y]), [y], [c])
+    cluster.thaw(c)
+    wait_for(lambda: "ZooKeeper session with" in cluster.broker(c).log_text(), 30, f"broker {c} noticing its expiry")
+    cluster.thaw(y)
+    cluster.wait_ready()
+    with WireAdmin(cluster.bootstrap) as wire:
+        wait_for(lambda: (topic, 0) not in wire.list_reassignments(), 60, "the move completed")
+    assert sorted(_partition_meta(cluster, topic)[0].replicas) == sorted([x, y])
+    wait_for(lambda: not (cluster.broker(c).data_dir / f"{topic}-0").exists(), 30, f"broker {c}'s copy deleted")
+    wait_for(lambda: log_bytes(cluster, x, topic, 0) == log_bytes(cluster, y, topic, 0), 30, "identical replicas")
+    assert [m.value() for m in consume(cluster.bootstrap, topic, [0], 300)] == [b"e%d" % i for i in range(300)]
+    assert {_admin_at(b.bootstrap).list_topics(timeout=10).controller_id for b in cluster.brokers.values()} == {x}
+
+
 def _admin_at(bootstrap: str) -> "AdminClient":
     from confluent_kafka.admin import AdminClient
     return AdminClient({"bootstrap.servers": bootstrap, "log_level": 0})
