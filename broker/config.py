@@ -394,6 +394,9 @@ CONFIG = (ConfigDef()
             'How often closed segments are uploaded and remote retention is applied.', at_least=1)
     .define('remote.log.reader.cache.bytes', 'int', _int, 64 * 1024 * 1024,
             'Bytes of remote segment data kept in memory for fetches of tiered offsets (read ahead).', at_least=0)
+    .define('remote.log.orphan.grace.ms', 'int', _int, 600_000,
+            'Cluster mode: how old an object without metadata (an upload that did not finish) must be before the '
+            "partition's leader deletes it; younger, it may be a deposed leader's upload still running.", at_least=0)
     .define('remote.fetch.max.wait.ms', 'int', _int, 500,
             'How long a fetch of tiered offsets waits for the object store before answering without them.',
             at_least=1)

@@ -348,7 +348,8 @@ class BrokerServer:
 
         return RemoteLogManager(cfg["remote.log.storage.url"], cache_bytes=cfg["remote.log.reader.cache.bytes"],
                                 fetch_wait_s=cfg["remote.fetch.max.wait.ms"] / 1000.0, topic_id=topic_id,
-                                logs=logs.all_logs, leads=leads if cfg["zookeeper.connect"] else None)
+                                logs=logs.all_logs, leads=leads if cfg["zookeeper.connect"] else None,
+                                orphan_grace_s=cfg["remote.log.orphan.grace.ms"] / 1000.0)
 
     async def _tiering_loop(self, remote: "RemoteLogManager") -> None:
         """Tiered storage's periodic work: the first pass at once (it takes the tiered partitions on), then

@@ -4,8 +4,9 @@ On a broker with `remote.log.storage.system.enable`, for every partition of a to
 `remote.storage.enable`:
   - **Takes the partition on** as its leader (`adopt`; at start, and again whenever this broker becomes its
     leader): lists its folder in the store, reads the metadata objects, deletes orphans (objects of an upload that
-    never wrote its metadata; in a cluster only those older than ORPHAN_GRACE_S, as a deposed leader may still be
-    uploading) and uploads other segments already hold, and tells the log where the remote copy ends
+    never wrote its metadata; in a cluster only those older than remote.log.orphan.grace.ms, as a deposed leader
+    may still be uploading, and the younger ones once they are that old, while it leads) and uploads other segments
+    already hold, and tells the log where the remote copy ends
     (`PartitionLog.remote_next_offset`), which lets local retention delete what is uploaded, and where the log
     starts. Only the leader uploads and deletes; a follower re-reads the folder every pass (`refresh`), so its
     own local retention deletes only what the leader recorded, and after a failover the new leader continues
@@ -64,6 +65,7 @@ T = TypeVar("T")
 CHUNK_BYTES = 4 * 1024 * 1024     # one ranged read of a remote .log
 _TIME_ENTRY_SIZE = 12
 # in a cluster, an object without metadata younger than this may be a deposed leader's upload still running
+# (the default of remote.log.orphan.grace.ms)
 ORPHAN_GRACE_S = 600.0
 
 
@@ -130,7 +132,8 @@ def whole_batches(data: bytes, from_offset: int, max_bytes: int, min_one: bool) 
 class RemoteLogManager:
     def __init__(self, url: str, *, cache_bytes: int, fetch_wait_s: float,
                  topic_id: Callable[[str], str | None], logs: Callable[[], list[PartitionLog]],
-                 leads: Callable[[PartitionLog], bool] | None = None, clock: Callable[[], float] = time.time) -> None:
+                 leads: Callable[[PartitionLog], bool] | None = None, clock: Callable[[], float] = time.time,
+                 orphan_grace_s: float = ORPHAN_GRACE_S) -> None:
         self.store = ObjectStore(url)
         self.cache = ChunkCache(cache_bytes)
         self.fetch_wait_s = fetch_wait_s
@@ -139,6 +142,8 @@ class RemoteLogManager:
         self.cluster = leads is not None
         self._leads = leads or (lambda _plog: True)
         self._leading: set[TP] = set()     # partitions taken on as their leader (adopt) and still led
+        self.orphan_grace_s = orphan_grace_s
+        self._orphans_due: dict[TP, float] = {}   # led partitions with orphans in their grace: when to look again
         self._clock = clock
         self.partitions: dict[TP, RemotePartition] = {}
         self._aborted: dict[str, list[AbortedTxn]] = {}    # each remote segment's aborted transactions (small)
@@ -196,21 +201,46 @@ class RemoteLogManager:
         folder = self._folders[tp]
         for seg in duplicates:
             await self._delete_segment(seg)
-        committed = {s.segment_id for s in remote.segments} | {d.segment_id for d in duplicates}
-        now = self._clock()
-        for name, modified in listing.items():      # objects of uploads that never wrote their metadata: never data
-            parsed = parse_object_name(name)
-            if parsed is None or parsed[1] in committed:
-                continue
-            if self.cluster and (modified is None or now - modified < ORPHAN_GRACE_S):
-                continue        # perhaps the upload of a leader that has not yet learned it was replaced
-            await self._io(self.store.delete, f"{folder}/{name}")
-            log.info("%s: deleted %s, left by an upload that did not finish", plog.name, name)
+        await self._delete_orphans(plog, folder, remote, duplicates, listing)
         self.partitions[tp] = remote
         self._leading.add(tp)
         self._tell_log(plog, remote)
         log.info("%s: tiered, %d remote segments (offsets %s..%s), local from %d", plog.name, len(remote),
                  remote.start_offset, remote.next_offset, plog.segments[0].base_offset)
+
+    async def _delete_orphans(self, plog: PartitionLog, folder: str, remote: RemotePartition,
+                              duplicates: list[RemoteSegment], listing: dict[str, float | None]) -> None:
+        """Delete the objects of uploads that never wrote their metadata (never data). In a cluster only those older
+        than the grace; for younger ones, note when to look again (`_sweep_orphans`)."""
+        tp = (plog.topic, plog.partition)
+        committed = {s.segment_id for s in remote.segments} | {d.segment_id for d in duplicates}
+        now = self._clock()
+        self._orphans_due.pop(tp, None)
+        for name, modified in listing.items():
+            parsed = parse_object_name(name)
+            if parsed is None or parsed[1] in committed:
+                continue
+            if self.cluster and (modified is None or now - modified < self.orphan_grace_s):
+                # perhaps the upload of a leader that has not yet learned it was replaced
+                due = (now if modified is None else modified) + self.orphan_grace_s
+                self._orphans_due[tp] = min(self._orphans_due.get(tp, due), due)
+                continue
+            await self._io(self.store.delete, f"{folder}/{name}")
+            log.info("%s: deleted %s, left by an upload that did not finish", plog.name, name)
+
+    async def _sweep_orphans(self, plog: PartitionLog) -> None:
+        """As the leader, once an orphan seen in its grace is old enough: the folder listed again, and the objects
+        still without metadata deleted (an upload that finished meanwhile is data, or a duplicate)."""
+        tp = (plog.topic, plog.partition)
+        due = self._orphans_due.get(tp)
+        if due is None or self._clock() < due:
+            return
+        remote, duplicates, listing = await self._read_remote(plog)
+        for seg in duplicates:
+            await self._delete_segment(seg)
+        await self._delete_orphans(plog, self._folders[tp], remote, duplicates, listing)
+        self.partitions[tp] = remote
+        self._tell_log(plog, remote)
 
     async def refresh(self, plog: PartitionLog) -> None:
         """As a follower: learn what the leader uploaded (local retention deletes only that), deleting nothing."""
@@ -255,10 +285,12 @@ class RemoteLogManager:
             try:
                 if not self._leads(plog):
                     self._leading.discard(tp)
+                    self._orphans_due.pop(tp, None)
                     await self.refresh(plog)
                     continue
                 if tp not in self._leading:
                     await self.adopt(plog)      # again after leading elsewhere: another leader may have uploaded
+                await self._sweep_orphans(plog)
                 if not plog.config.remote_log_copy_disable:
                     await self._upload_eligible(plog)
                 await self._apply_retention(plog)
@@ -365,6 +397,7 @@ class RemoteLogManager:
         folder = self._folders.pop(tp)
         led = tp in self._leading
         self._leading.discard(tp)
+        self._orphans_due.pop(tp, None)
         if led and (self._topic_id(tp[0]) is None or not folder.endswith(f"-{self._topic_id(tp[0])}")):
             for seg in list(remote.segments):
                 await self._delete_segment(seg)

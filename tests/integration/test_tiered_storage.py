@@ -261,8 +261,9 @@ def _remote_segments(prefix: str, topic: str) -> list[RemoteSegment]:
 def test_in_a_cluster_the_leader_uploads_and_a_new_leader_and_a_rebuilt_replica_carry_on(zookeeper, s3_env,
                                                                                           tmp_path):
     """Three brokers, one bucket, a topic with three replicas. Only the leader uploads; followers free their disks
-    only up to what it recorded. The leader killed: the new one continues from the recorded segments (its first
-    upload may straddle the old leader's last; none is uploaded again whole). The killed broker comes back with
+    only up to what it recorded. The leader killed mid-upload (its last segment's objects written, its metadata
+    not): the new one deletes that orphan and continues from the recorded segments (its first upload may straddle
+    the old leader's last; none is uploaded again whole). The killed broker comes back with
     an empty disk: it copies only the leader's local log (OFFSET_MOVED_TO_TIERED_STORAGE), and once it is the
     only leader left, every offset is still served, from the bucket below its disk."""
     from pylog.launch.local_cluster import LocalCluster
@@ -271,7 +272,7 @@ def test_in_a_cluster_the_leader_uploads_and_a_new_leader_and_a_rebuilt_replica_
     prefix = uuid.uuid4().hex
     tiering = {"remote.log.storage.system.enable": "true", "remote.log.storage.url": f"s3://tables/{prefix}",
                "remote.log.manager.task.interval.ms": 200, "log.retention.check.interval.ms": 200,
-               "remote.fetch.max.wait.ms": 2000}
+               "remote.fetch.max.wait.ms": 2000, "remote.log.orphan.grace.ms": 2000}
     cluster = LocalCluster(tmp_path, 3, {**SETTINGS, **tiering}, zk_connect=zookeeper.connect,
                            chroot=f"/tiered-{prefix[:8]}")
     try:
@@ -291,9 +292,20 @@ def test_in_a_cluster_the_leader_uploads_and_a_new_leader_and_a_rebuilt_replica_
             "a follower keeps everything its leader has not uploaded"
         assert all("uploaded segment" not in cluster.broker(b).log_text() for b in followers), "only the leader uploads"
 
+        # killed mid-upload: what it leaves is a segment's data objects without their metadata (an orphan), which
+        # the next leader must neither count nor keep
+        store = ObjectStore(f"s3://tables/{prefix}")
+        folder = next(i.base_name for i in store.fs.get_file_info(fs.FileSelector(store.root))
+                      if i.base_name.startswith("events-0-"))
+        orphan = f"{uploaded_to:020d}-{'e' * 32}"
+        store.put_bytes(f"{folder}/{orphan}.log", b"\0" * 100)
+        store.put_bytes(f"{folder}/{orphan}.index", b"")
         cluster.kill(first)
         _produce(cluster.bootstrap, "events", 3000, 2000, t0)
         second = leader(cluster.bootstrap, "events")
+        wait_for(lambda: not any(n.startswith(orphan) for n in store.names(folder)), 30,
+                 "the orphan deleted by the new leader")
+        assert "left by an upload that did not finish" in cluster.broker(second).log_text()
         wait_for(lambda: _remote_segments(prefix, "events")[-1].next_offset > 4000, 60, "the new leader uploading")
         after = _remote_segments(prefix, "events")
         assert {s.segment_id for s in before} <= {s.segment_id for s in after}, "the old leader's uploads stand"
