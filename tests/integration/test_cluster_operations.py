@@ -352,17 +352,12 @@ def test_grow_to_four_brokers_and_shrink_back_under_load_losing_nothing(cluster:
     _every_acked_record_once_in_identical_replicas(cluster, producer, topic, 4)
 
 
-def test_a_move_survives_its_target_and_the_controller_killed_and_completes_when_they_return(
-        cluster: LocalCluster) -> None:
-    """Faults during a reassignment: the partition moves from the controller's broker C and X to X and Y. Y is
-    frozen before it can copy anything, then SIGKILLed, then C, the controller, is SIGKILLed too: the move stays
-    listed with Y still adding, never half-applied, and the partition keeps serving from X. When both come back,
-    the move completes (under the new controller): replicas X and Y, byte-identical, every record once, and C
-    deletes its copy."""
+def _a_move_held_up(cluster: LocalCluster, prefix: str) -> tuple[str, int, int, int]:
+    """A partition on the controller's broker C and X holding records f0..f299, moving to X and Y while Y is frozen
+    (SIGSTOP) before it can copy anything: (topic, C, X, Y)."""
     from confluent_kafka.admin import NewTopic
-    from pylog.tools.errors import CliError
     from pylog.tools.wire_admin import WireAdmin
-    topic = unique_name("faults")
+    topic = unique_name(prefix)
     admin = _admin(cluster)
     c = admin.list_topics(timeout=10).controller_id
     x, y = [b for b in sorted(cluster.brokers) if b != c]
@@ -375,6 +370,32 @@ def test_a_move_survives_its_target_and_the_controller_killed_and_completes_when
     cluster.freeze(y)
     with WireAdmin(cluster.bootstrap) as wire:
         assert wire.alter_reassignments({(topic, 0): [x, y]})[(topic, 0)] == (ErrorCode.none, None)
+    return topic, c, x, y
+
+
+def _the_move_completes(cluster: LocalCluster, topic: str, c: int, x: int, y: int) -> None:
+    """Once C and Y are back: the move of `_a_move_held_up` done, replicas X and Y byte-identical, C's copy deleted,
+    every record once."""
+    from pylog.tools.wire_admin import WireAdmin
+    cluster.wait_ready()
+    with WireAdmin(cluster.bootstrap) as wire:
+        wait_for(lambda: (topic, 0) not in wire.list_reassignments(), 60, "the move completed")
+    assert sorted(_partition_meta(cluster, topic)[0].replicas) == sorted([x, y])
+    wait_for(lambda: not (cluster.broker(c).data_dir / f"{topic}-0").exists(), 30, f"broker {c}'s copy deleted")
+    wait_for(lambda: log_bytes(cluster, x, topic, 0) == log_bytes(cluster, y, topic, 0), 30, "identical replicas")
+    assert [m.value() for m in consume(cluster.bootstrap, topic, [0], 300)] == [b"f%d" % i for i in range(300)]
+
+
+def test_a_move_survives_its_target_and_the_controller_killed_and_completes_when_they_return(
+        cluster: LocalCluster) -> None:
+    """Faults during a reassignment: the partition moves from the controller's broker C and X to X and Y. Y is
+    frozen before it can copy anything, then SIGKILLed, then C, the controller, is SIGKILLed too: the move stays
+    listed with Y still adding, never half-applied, and the partition keeps serving from X. When both come back,
+    the move completes (under the new controller): replicas X and Y, byte-identical, every record once, and C
+    deletes its copy."""
+    from pylog.tools.errors import CliError
+    from pylog.tools.wire_admin import WireAdmin
+    topic, c, x, y = _a_move_held_up(cluster, "faults")
     cluster.thaw(y)        # SIGKILL needs no thaw, but a frozen process's session would hide the kill's timing
     cluster.kill(y)
     cluster.kill(c)
@@ -400,13 +421,7 @@ def test_a_move_survives_its_target_and_the_controller_killed_and_completes_when
     assert [m.value() for m in consume(survivor, topic, [0], 300)] == [b"f%d" % i for i in range(300)]
     cluster.restart(y)
     cluster.restart(c)
-    cluster.wait_ready()
-    with WireAdmin(cluster.bootstrap) as wire:
-        wait_for(lambda: (topic, 0) not in wire.list_reassignments(), 60, "the move completed")
-    assert sorted(_partition_meta(cluster, topic)[0].replicas) == sorted([x, y])
-    wait_for(lambda: not (cluster.broker(c).data_dir / f"{topic}-0").exists(), 30, f"broker {c}'s copy deleted")
-    wait_for(lambda: log_bytes(cluster, x, topic, 0) == log_bytes(cluster, y, topic, 0), 30, "identical replicas")
-    assert [m.value() for m in consume(cluster.bootstrap, topic, [0], 300)] == [b"f%d" % i for i in range(300)]
+    _the_move_completes(cluster, topic, c, x, y)
     wait_full_isr(cluster.bootstrap, "__consumer_offsets", 5, timeout_s=60)     # the cluster whole again
 
 
@@ -417,21 +432,8 @@ def test_a_move_survives_the_controller_and_its_target_losing_their_zookeeper_se
     write (every controller write is fenced by the epoch), and rejoins as a broker. Y wakes, catches up, and the
     move completes under X: replicas X and Y, byte-identical, every record once, C's copy deleted, every broker
     naming X as the controller."""
-    from confluent_kafka.admin import NewTopic
     from pylog.tools.wire_admin import WireAdmin
-    topic = unique_name("expiry")
-    admin = _admin(cluster)
-    c = admin.list_topics(timeout=10).controller_id
-    x, y = [b for b in sorted(cluster.brokers) if b != c]
-    admin.create_topics([NewTopic(topic, 1, replica_assignment=[[c, x]])])[topic].result(30)
-    wait_for(lambda: len(_partition_meta(cluster, topic)[0].isrs) == 2, 15, "full ISR")
-    producer = _producer(cluster)
-    for i in range(300):
-        producer.produce(topic, value=b"e%d" % i, partition=0)
-    assert producer.flush(30) == 0
-    cluster.freeze(y)
-    with WireAdmin(cluster.bootstrap) as wire:
-        assert wire.alter_reassignments({(topic, 0): [x, y]})[(topic, 0)] == (ErrorCode.none, None)
+    topic, c, x, y = _a_move_held_up(cluster, "expiry")
     cluster.freeze(c)
     at_x = _admin_at(cluster.broker(x).bootstrap)
     wait_for(lambda: at_x.list_topics(timeout=5).controller_id == x, 60, f"broker {x} controller")
@@ -441,13 +443,7 @@ def test_a_move_survives_the_controller_and_its_target_losing_their_zookeeper_se
     cluster.thaw(c)
     wait_for(lambda: "ZooKeeper session with" in cluster.broker(c).log_text(), 30, f"broker {c} noticing its expiry")
     cluster.thaw(y)
-    cluster.wait_ready()
-    with WireAdmin(cluster.bootstrap) as wire:
-        wait_for(lambda: (topic, 0) not in wire.list_reassignments(), 60, "the move completed")
-    assert sorted(_partition_meta(cluster, topic)[0].replicas) == sorted([x, y])
-    wait_for(lambda: not (cluster.broker(c).data_dir / f"{topic}-0").exists(), 30, f"broker {c}'s copy deleted")
-    wait_for(lambda: log_bytes(cluster, x, topic, 0) == log_bytes(cluster, y, topic, 0), 30, "identical replicas")
-    assert [m.value() for m in consume(cluster.bootstrap, topic, [0], 300)] == [b"e%d" % i for i in range(300)]
+    _the_move_completes(cluster, topic, c, x, y)
     assert {_admin_at(b.bootstrap).list_topics(timeout=10).controller_id for b in cluster.brokers.values()} == {x}
 
 
