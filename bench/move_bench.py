@@ -102,6 +102,72 @@ def move(system: str, rep: int, args: argparse.Namespace, workdir: Path) -> dict
                 "source_copy_deleted": not partition_dir_exists(cluster, 1, topic)}
 
 
+def set_throttle(bootstrap: str, topic: str, rate: int, source: int, target: int) -> None:
+    """What kafka-reassign-partitions --throttle sets: the rate on both brokers, the throttled replicas on the topic
+    (the leader's side on the source, the follower's on the target)."""
+    from confluent_kafka.admin import (AdminClient, AlterConfigOpType, ConfigEntry, ConfigResource,
+                                       ResourceType)
+    admin = AdminClient({"bootstrap.servers": bootstrap})
+    resources = [ConfigResource(ResourceType.BROKER, str(b), incremental_configs=[
+        ConfigEntry(f"{side}.replication.throttled.rate", str(rate), incremental_operation=AlterConfigOpType.SET)
+        for side in ("leader", "follower")]) for b in (source, target)]
+    resources.append(ConfigResource(ResourceType.TOPIC, topic, incremental_configs=[
+        ConfigEntry("leader.replication.throttled.replicas", f"0:{source}", incremental_operation=AlterConfigOpType.SET),
+        ConfigEntry("follower.replication.throttled.replicas", f"0:{target}",
+                    incremental_operation=AlterConfigOpType.SET)]))
+    for resource in resources:                         # one broker resource per call (librdkafka's rule)
+        for f in admin.incremental_alter_configs([resource]).values():
+            f.result(30)
+
+
+def throttled(system: str, rep: int, args: argparse.Namespace, workdir: Path) -> dict[str, Any]:
+    """The move throttled to --throttle-mb MiB/s while a producer writes another topic (leaders on brokers 1 and 2):
+    its throughput during the move against the same producer with no move, in pairs (idle, moving), the move
+    cancelled after each moving run; and how fast the throttled copy went."""
+    from confluent_kafka.admin import AdminClient, NewTopic
+    from pylog.tools.wire_admin import WireAdmin
+
+    cluster = make_cluster(system, workdir / f"{system}-t{rep}", 3, SETTINGS, 6000)
+    with cluster:
+        moving, other = f"moving-{rep}", f"other-{rep}"
+        admin = AdminClient({"bootstrap.servers": cluster.bootstrap})
+        admin.create_topics([NewTopic(moving, 1, replica_assignment=[[1]]),
+                             NewTopic(other, 2, replica_assignment=[[1], [2]])])[moving].result(30)
+        count = args.mb * 1024 * 1024 // args.size
+        filled = call_worker({"bootstrap": cluster.bootstrap, "topic": moving, "count": count, "size": args.size,
+                              "acks": "1", "idempotent": False}, timeout_s=1800)
+        assert "failed" not in filled and filled["errors"] == 0, filled
+        set_throttle(cluster.bootstrap, moving, args.throttle_mb * 1024 * 1024, 1, 2)
+        time.sleep(args.settle_s)
+
+        def probe() -> float:
+            r = call_worker({"bootstrap": cluster.bootstrap, "topic": other, "count": args.probe_records,
+                             "size": args.size, "acks": "1", "idempotent": False}, timeout_s=600)
+            assert "failed" not in r and r["errors"] == 0, r
+            return float(r["records_per_s"])
+
+        pairs = []
+        copy_rates = []
+        with WireAdmin(cluster.bootstrap) as wire:
+            for _ in range(args.pairs):
+                idle = probe()
+                assert wire.alter_reassignments({(moving, 0): [2]})[(moving, 0)][0] == 0
+                time.sleep(1.0)
+                t0, b0 = time.monotonic(), log_bytes(cluster, 2, moving)
+                during = probe()
+                copied = (log_bytes(cluster, 2, moving) - b0) / (time.monotonic() - t0) / 2 ** 20
+                assert (moving, 0) in wire.list_reassignments(), "the throttled move ended before the probe did"
+                assert wire.alter_reassignments({(moving, 0): None})[(moving, 0)][0] == 0      # cancelled
+                deadline = time.monotonic() + 60
+                while (moving, 0) in wire.list_reassignments() and time.monotonic() < deadline:
+                    time.sleep(0.1)
+                time.sleep(args.settle_s)
+                pairs.append({"idle_rps": round(idle), "moving_rps": round(during), "ratio": round(during / idle, 3)})
+                copy_rates.append(round(copied, 1))
+        return {"system": system, "rep": rep, "mode": "throttled", "throttle_mib_s": args.throttle_mb,
+                "pairs": pairs, "copy_mib_s": copy_rates}
+
+
 class _Absent:
     replicas: list[int] = []
 
@@ -114,6 +180,10 @@ def main() -> int:
     p.add_argument("--systems", default=",".join(SYSTEMS))
     p.add_argument("--settle-s", type=float, default=5.0)
     p.add_argument("--timeout-s", type=float, default=900.0)
+    p.add_argument("--throttle-mb", type=int, default=0,
+                   help="instead: a move throttled to this many MiB/s beside a producer on another topic")
+    p.add_argument("--probe-records", type=int, default=300_000)
+    p.add_argument("--pairs", type=int, default=3)
     p.add_argument("--out", type=Path)
     args = p.parse_args()
     systems = args.systems.split(",")
@@ -123,17 +193,24 @@ def main() -> int:
         for rep in range(args.reps):
             order = systems if rep % 2 == 0 else list(reversed(systems))
             for system in order:
-                run = move(system, rep, args, Path(tmp))
+                run = (throttled if args.throttle_mb else move)(system, rep, args, Path(tmp))
                 run["loadavg"] = os.getloadavg()
                 runs.append(run)
                 print(json.dumps({k: v for k, v in run.items() if k != "produce"}), flush=True)
     summary: dict[str, Any] = {}
+    if args.throttle_mb:
+        for system in systems:
+            ratios = sorted(p["ratio"] for r in runs if r["system"] == system for p in r["pairs"])
+            copies = sorted(c for r in runs if r["system"] == system for c in r["copy_mib_s"])
+            summary[system] = {"moving_over_idle_median": ratios[len(ratios) // 2], "min": ratios[0],
+                               "max": ratios[-1], "copy_mib_s_median": copies[len(copies) // 2]}
+        systems = []
     for system in systems:
         secs = sorted(r["seconds"] for r in runs if r["system"] == system)
         summary[system] = {"median_s": secs[len(secs) // 2], "min_s": secs[0], "max_s": secs[-1],
                            "all_complete": all(r["complete"] and r["source_copy_deleted"]
                                                for r in runs if r["system"] == system)}
-    if "kafka" in summary and "pylog" in summary:
+    if not args.throttle_mb and "kafka" in summary and "pylog" in summary:
         per_rep = [next(r["seconds"] for r in runs if r["system"] == "kafka" and r["rep"] == i) /
                    next(r["seconds"] for r in runs if r["system"] == "pylog" and r["rep"] == i) for i in range(args.reps)]
         summary["kafka_over_pylog_time"] = {"median": sorted(per_rep)[len(per_rep) // 2],
