@@ -119,6 +119,21 @@ def call_worker(spec: dict[str, Any], timeout_s: float = 600.0) -> dict[str, Any
     return result
 
 
+def alternating(systems: list[str], reps: int, prefix: str,
+                one: Callable[[str, int, Path], dict[str, Any]]) -> list[dict[str, Any]]:
+    """`one(system, rep, workdir)` for every system in each repetition, the order reversed every other repetition
+    (A B, B A, ...), under a temporary folder; each run gets the load average after it and is printed as JSON."""
+    runs: list[dict[str, Any]] = []
+    with tempfile.TemporaryDirectory(prefix=prefix) as tmp:
+        for rep in range(reps):
+            for system in (systems if rep % 2 == 0 else list(reversed(systems))):
+                run = one(system, rep, Path(tmp))
+                run["loadavg"] = os.getloadavg()
+                runs.append(run)
+                print(json.dumps({k: v for k, v in run.items() if k != "produce"}), flush=True)
+    return runs
+
+
 def broker_cpu(cluster: ZkCluster) -> dict[int, float]:
     """User + system CPU seconds so far of every running broker process, by broker id."""
     out = {}

@@ -17,18 +17,15 @@ from __future__ import annotations
 
 import argparse
 import datetime as dt
-import json
-import os
 import socket
 import sys
-import tempfile
 import time
 from pathlib import Path
 from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 import _common  # noqa: E402
-from cluster_bench import SYSTEMS, broker_cpu, machine, make_cluster  # noqa: E402
+from cluster_bench import SYSTEMS, alternating, broker_cpu, machine, make_cluster  # noqa: E402
 
 
 def zxid(connect: str) -> int:
@@ -125,15 +122,8 @@ def main() -> int:
     p.add_argument("--out", type=Path)
     args = p.parse_args()
     systems = args.systems.split(",")
-    runs: list[dict[str, Any]] = []
     started = dt.datetime.now(dt.timezone.utc).isoformat(timespec="seconds")
-    with tempfile.TemporaryDirectory(prefix="failover-bench-") as tmp:
-        for rep in range(args.reps):
-            for system in (systems if rep % 2 == 0 else list(reversed(systems))):
-                run = failover(system, rep, args, Path(tmp))
-                run["loadavg"] = os.getloadavg()
-                runs.append(run)
-                print(json.dumps(run), flush=True)
+    runs = alternating(systems, args.reps, "failover-bench-", lambda system, rep, tmp: failover(system, rep, args, tmp))
     _common.write_json(args.out, {"started": started, "command": " ".join(sys.argv), "machine": machine(),
                                   "args": vars(args) | {"out": str(args.out)}, "runs": runs})
     return 0

@@ -17,16 +17,14 @@ from __future__ import annotations
 import argparse
 import datetime as dt
 import json
-import os
 import sys
-import tempfile
 import time
 from pathlib import Path
 from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 import _common  # noqa: E402
-from cluster_bench import SYSTEMS, broker_cpu, call_worker, machine, make_cluster  # noqa: E402
+from cluster_bench import SYSTEMS, alternating, broker_cpu, call_worker, machine, make_cluster  # noqa: E402
 
 SETTINGS: dict[str, object] = {"auto.leader.rebalance.enable": "false", "offsets.topic.replication.factor": 1,
                                "offsets.topic.num.partitions": 1, "log.segment.bytes": 256 * 1024 * 1024,
@@ -187,16 +185,9 @@ def main() -> int:
     p.add_argument("--out", type=Path)
     args = p.parse_args()
     systems = args.systems.split(",")
-    runs: list[dict[str, Any]] = []
     started = dt.datetime.now(dt.timezone.utc).isoformat(timespec="seconds")
-    with tempfile.TemporaryDirectory(prefix="move-bench-") as tmp:
-        for rep in range(args.reps):
-            order = systems if rep % 2 == 0 else list(reversed(systems))
-            for system in order:
-                run = (throttled if args.throttle_mb else move)(system, rep, args, Path(tmp))
-                run["loadavg"] = os.getloadavg()
-                runs.append(run)
-                print(json.dumps({k: v for k, v in run.items() if k != "produce"}), flush=True)
+    runs = alternating(systems, args.reps, "move-bench-",
+                       lambda system, rep, tmp: (throttled if args.throttle_mb else move)(system, rep, args, tmp))
     summary: dict[str, Any] = {}
     if args.throttle_mb:
         for system in systems:
