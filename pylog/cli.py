@@ -74,11 +74,8 @@ def main(argv: list[str] | None = None) -> int:
 
 
 def run() -> None:
-    """The `pylog` executable and `python -m pylog`: a process of its own. kio, the protocol schema library,
-    imports hypothesis when it is installed (to register test strategies for its types), and hypothesis imports
-    pytest and trio: a quarter of a second of CPU at every start of a broker or a command, for nothing pylog
-    uses. In a process of its own pylog can say so before anything imports kio."""
-    sys.modules.setdefault("hypothesis", None)     # type: ignore[arg-type]  # import fails; kio goes without
+    """The `pylog` executable and `python -m pylog`. (kio is loaded without hypothesis by kafka_protocol, which
+    every module reaching kio imports first: see kafka_protocol/__init__.py.)"""
     sys.exit(main())
 
 
