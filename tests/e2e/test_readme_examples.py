@@ -13,17 +13,15 @@ from __future__ import annotations
 import os
 import re
 import signal
-import socket
 import subprocess
 import sys
-import time
 from pathlib import Path
 
 import pytest
 
 from tests.support.jobs import JOB_JVM_OPTS, REPO
 from tests.support.markdown_examples import Block, commands, readme, substitute
-from pylog.launch.process import free_port
+from pylog.launch.process import free_port, wait_for_port
 
 pytestmark = [pytest.mark.slow, pytest.mark.timeout(900)]
 
@@ -78,21 +76,23 @@ class Reader:
         f.write_text(substitute((REPO / "conf" / "jobs" / f"{name}.properties").read_text(), self.names))
         return f
 
-    def broker(self, cmd: str, block: Block) -> None:
-        port = free_port()
-        cmd = re.sub(r"--port \d+", f"--port {port}", cmd) if "--port" in cmd else f"{cmd} --port {port}"
-        proc = subprocess.Popen(["bash", "-c", f"exec {cmd}"], cwd=REPO, env=self.env, stdout=subprocess.PIPE,
-                                stderr=subprocess.STDOUT, text=True, start_new_session=True)
+    def broker(self, command: str, block: Block) -> None:
+        for attempt in (1, 2, 3):
+            port = free_port()
+            cmd = re.sub(r"--port \d+", f"--port {port}", command) if "--port" in command else f"{command} --port {port}"
+            proc = subprocess.Popen(["bash", "-c", f"exec {cmd}"], cwd=REPO, env=self.env, stdout=subprocess.PIPE,
+                                    stderr=subprocess.STDOUT, text=True, start_new_session=True)
+            try:
+                wait_for_port(port, 30, proc)       # held by this broker, not by another test's server
+                break
+            except RuntimeError:
+                out = proc.communicate()[0]
+                # another test's server took the free port first: choose again
+                assert "already in use" in out and attempt < 3, f"{block.where('README.md')}: `{cmd}` exited: {out[-2000:]}"
+            except TimeoutError:
+                os.killpg(proc.pid, signal.SIGKILL)
+                raise AssertionError(f"{block.where('README.md')}: `{cmd}` never got ready") from None
         try:
-            deadline = time.monotonic() + 30
-            while True:
-                assert proc.poll() is None, f"{block.where('README.md')}: `{cmd}` exited: {proc.communicate()[0][-2000:]}"
-                try:
-                    socket.create_connection(("127.0.0.1", port), timeout=1).close()
-                    break
-                except OSError:
-                    assert time.monotonic() < deadline, f"{block.where('README.md')}: `{cmd}` never got ready"
-                    time.sleep(0.1)
             proc.send_signal(signal.SIGTERM)
             out, _ = proc.communicate(timeout=30)
             assert proc.returncode == 0, f"`{cmd}`: SIGTERM ended it with {proc.returncode}: {out[-2000:]}"
