@@ -196,23 +196,27 @@ class RemoteLogManager:
     async def adopt(self, plog: PartitionLog) -> None:
         """As the partition's leader: read its remote segments, delete orphans and duplicates, and tell the log what
         is uploaded."""
-        tp = (plog.topic, plog.partition)
-        remote, duplicates, listing = await self._read_remote(plog)
-        folder = self._folders[tp]
-        for seg in duplicates:
-            await self._delete_segment(seg)
-        await self._delete_orphans(plog, folder, remote, duplicates, listing)
-        self.partitions[tp] = remote
-        self._leading.add(tp)
-        self._tell_log(plog, remote)
+        remote = await self._tidy(plog)
+        self._leading.add((plog.topic, plog.partition))
         log.info("%s: tiered, %d remote segments (offsets %s..%s), local from %d", plog.name, len(remote),
                  remote.start_offset, remote.next_offset, plog.segments[0].base_offset)
 
-    async def _delete_orphans(self, plog: PartitionLog, folder: str, remote: RemotePartition,
-                              duplicates: list[RemoteSegment], listing: dict[str, float | None]) -> None:
+    async def _tidy(self, plog: PartitionLog) -> RemotePartition:
+        """As the leader: the folder read, duplicates and orphans deleted, the log told what is uploaded."""
+        remote, duplicates, listing = await self._read_remote(plog)
+        for seg in duplicates:
+            await self._delete_segment(seg)
+        await self._delete_orphans(plog, remote, duplicates, listing)
+        self.partitions[(plog.topic, plog.partition)] = remote
+        self._tell_log(plog, remote)
+        return remote
+
+    async def _delete_orphans(self, plog: PartitionLog, remote: RemotePartition, duplicates: list[RemoteSegment],
+                              listing: dict[str, float | None]) -> None:
         """Delete the objects of uploads that never wrote their metadata (never data). In a cluster only those older
         than the grace; for younger ones, note when to look again (`_sweep_orphans`)."""
         tp = (plog.topic, plog.partition)
+        folder = self._folders[tp]
         committed = {s.segment_id for s in remote.segments} | {d.segment_id for d in duplicates}
         now = self._clock()
         self._orphans_due.pop(tp, None)
@@ -233,14 +237,8 @@ class RemoteLogManager:
         still without metadata deleted (an upload that finished meanwhile is data, or a duplicate)."""
         tp = (plog.topic, plog.partition)
         due = self._orphans_due.get(tp)
-        if due is None or self._clock() < due:
-            return
-        remote, duplicates, listing = await self._read_remote(plog)
-        for seg in duplicates:
-            await self._delete_segment(seg)
-        await self._delete_orphans(plog, self._folders[tp], remote, duplicates, listing)
-        self.partitions[tp] = remote
-        self._tell_log(plog, remote)
+        if due is not None and self._clock() >= due:
+            await self._tidy(plog)
 
     async def refresh(self, plog: PartitionLog) -> None:
         """As a follower: learn what the leader uploaded (local retention deletes only that), deleting nothing."""
