@@ -42,6 +42,16 @@ min-max reported). In every block, on fresh topics of `--partitions` partitions 
   where it would be a fixed half second beside about one second of reading. consume() is called with a
   10 ms timeout for the same reason (it waits for a full batch of 10,000 or its timeout). Records/s
   are the records delivered; for (b) the log holds twice as many.
+- consume read_committed with Kafka's own Java consumer (kafka-consumer-perf-test.sh's class,
+  org.apache.kafka.tools.ConsumerPerformance, run as that script runs it: G1, -Xmx512M), reading (a) and (d):
+  the Python reader above is the limit on both brokers (its thread turning records into Python objects), so
+  it measures the client; the Java consumer takes less CPU per record and shows more of the broker. The
+  figure is the tool's own fetch.nMsg.sec (records over the time from the group's assignment to the last
+  record; the join is kept out) and the JVM's CPU (its process, all threads) is recorded beside it. Its
+  fetch.max.wait.ms is 20 on both brokers: with the default 500 the same read took 0.59-1.68 s on pylog and
+  0.59-2.12 s on Kafka in steps of about half a second (a Fetch naming only partitions at their end, while the
+  others' records wait in the consumer's buffer, is held for the whole wait, and the consumer sends no other
+  Fetch to that broker meanwhile); with 20 ms the runs spread by 10%.
 - the broker's CPU (user+system, /proc/PID/stat) during each measurement, per record, and the client
   process's own CPU (getrusage, all its threads) over the timed part: a client using ~1.2 of 2 cores is the
   limit, not the broker.
@@ -70,6 +80,7 @@ import resource
 import shlex
 import statistics
 import subprocess
+import shutil
 import sys
 import tempfile
 import time
@@ -79,11 +90,15 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 import _common  # noqa: E402
 
+sys.path.insert(0, str(_common.REPO))
+from peers import kafka as peer_kafka  # noqa: E402
+
 MB = 1_000_000
 FETCH_MAX_BYTES = 64 * 1024 * 1024
 FETCH_QUEUE_BACKOFF_MS = 10
 PARTITION_EOF = -191   # librdkafka's _PARTITION_EOF
 
+JAVA_FETCH_MAX_WAIT_MS = 20   # see java_consume: the 500 ms default adds whole long polls to a read, on both brokers
 FULL_LINGER_MS = 200   # the equal-layout topic: batches fill to batch.size whatever the broker's ack time
 
 PRODUCER_CONF = {
@@ -256,10 +271,50 @@ def worker_consume(bootstrap: str, topic: str, partitions: int, expected: int, s
             "records_per_s": seen / elapsed, "mb_per_s": seen * size / elapsed / MB}
 
 
+def java_consume(bootstrap: str, topic: str, expected: int) -> dict:
+    """`expected` records of `topic` read read_committed by Kafka's ConsumerPerformance in its own JVM; its
+    fetch.nMsg.sec, and the JVM's CPU seconds."""
+    workdir = Path(tempfile.mkdtemp(prefix="txbench-java-"))
+    conf = workdir / "consumer.properties"
+    conf.write_text(f"isolation.level=read_committed\nfetch.max.bytes={FETCH_MAX_BYTES}\n"
+                    f"fetch.max.wait.ms={JAVA_FETCH_MAX_WAIT_MS}\n")
+    cmd = [peer_kafka._java(), "-Xmx512M", "-server", "-XX:+UseG1GC", "-XX:MaxGCPauseMillis=20",
+           "-XX:InitiatingHeapOccupancyPercent=35", "-XX:+ExplicitGCInvokesConcurrent", "-Djava.awt.headless=true",
+           "-Dlog4j.configuration=" + (workdir / "log4j.properties").as_uri(), "-cp", peer_kafka._classpath(),
+           "org.apache.kafka.tools.ConsumerPerformance", "--bootstrap-server", bootstrap, "--topic", topic,
+           "--messages", str(expected), "--consumer.config", str(conf), "--timeout", "60000",
+           "--group", f"bench-java-{uuid.uuid4().hex[:8]}"]
+    (workdir / "log4j.properties").write_text("log4j.rootLogger=WARN, stderr\n"
+                                              "log4j.appender.stderr=org.apache.log4j.ConsoleAppender\n"
+                                              "log4j.appender.stderr.Target=System.err\n"
+                                              "log4j.appender.stderr.layout=org.apache.log4j.PatternLayout\n")
+    before = resource.getrusage(resource.RUSAGE_CHILDREN)
+    try:
+        out = subprocess.run(cmd, capture_output=True, text=True, timeout=180)
+    except subprocess.TimeoutExpired:
+        return {"failed": "ConsumerPerformance timed out after 180 s"}
+    finally:
+        shutil.rmtree(workdir, ignore_errors=True)
+    after = resource.getrusage(resource.RUSAGE_CHILDREN)
+    lines = [ln for ln in out.stdout.splitlines() if ln.strip()]
+    if out.returncode != 0 or len(lines) < 2:
+        return {"failed": (out.stderr or out.stdout).strip()[-2000:]}
+    # start.time, end.time, data.consumed.in.MB, MB.sec, data.consumed.in.nMsg, nMsg.sec, rebalance.time.ms,
+    # fetch.time.ms, fetch.MB.sec, fetch.nMsg.sec
+    cols = [c.strip() for c in lines[-1].split(",")]
+    records, fetch_ms = int(cols[4]), float(cols[7])
+    return {"seconds": fetch_ms / 1000, "records": records, "expected": expected,
+            "errors": abs(expected - records), "first_error": None if records == expected else
+            f"read {records} of {expected} records", "records_per_s": float(cols[9]),
+            "mb_per_s": float(cols[8]), "rebalance_s": float(cols[6]) / 1000,
+            "jvm_cpu_s": (after.ru_utime + after.ru_stime) - (before.ru_utime + before.ru_stime)}
+
+
 def run_worker(args: argparse.Namespace) -> int:
     spec = json.loads(args.worker_spec)
     kind = spec.pop("kind")
-    result = worker_produce(**spec) if kind == "produce" else worker_consume(**spec)
+    workers = {"produce": worker_produce, "consume": worker_consume, "java_consume": java_consume}
+    result = workers[kind](**spec)
     print(json.dumps(result))
     return 0
 
@@ -363,7 +418,8 @@ def summarize(runs: dict, brokers: list[str], layouts: list[int]) -> dict:
         blocks = {b: runs[str(parts)].get(b, []) for b in brokers}
         figures = ["produce_idempotent", "produce_transactional", "produce_abort_every_other",
                    "consume_committed", "consume_aborted_half", "consume_idempotent_topic",
-                   "consume_aborted_half_full_batches"]
+                   "consume_aborted_half_full_batches", "java_consume_committed",
+                   "java_consume_aborted_half_full_batches"]
         for fig in figures:
             row: dict = {}
             for b in brokers:
@@ -475,6 +531,10 @@ def main() -> int:
         res["consume_idempotent_topic"] = call_worker({**cons, "topic": topics["idem"], "expected": n + 1}, bp.proc.pid)
         res["consume_aborted_half_full_batches"] = call_worker({**cons, "topic": topics["full"], "expected": n // 2 + 1},
                                                                bp.proc.pid)
+        java = {"kind": "java_consume", "bootstrap": bp.bootstrap}
+        res["java_consume_committed"] = call_worker({**java, "topic": topics["txn"], "expected": n + 1}, bp.proc.pid)
+        res["java_consume_aborted_half_full_batches"] = call_worker(
+            {**java, "topic": topics["full"], "expected": n // 2 + 1}, bp.proc.pid)
         for t in topics.values():
             _common.delete_topic(bp.bootstrap, t)
         res["load1_end"] = os.getloadavg()[0]
@@ -561,7 +621,8 @@ def _fmt_block(r: dict) -> str:
     return (f"idem {_fmt(r.get('produce_idempotent'))} txn {_fmt(pt)}{end} abort-half {_fmt(r.get('produce_abort_every_other'))}"
             f" | rc committed {_fmt(r.get('consume_committed'))} aborted-half {_fmt(r.get('consume_aborted_half'))}"
             f" idem-topic {_fmt(r.get('consume_idempotent_topic'))} full-batches "
-            f"{_fmt(r.get('consume_aborted_half_full_batches'))} | load {r.get('load1_start', 0):.1f}")
+            f"{_fmt(r.get('consume_aborted_half_full_batches'))} java committed {_fmt(r.get('java_consume_committed'))}"
+            f" java full-batches {_fmt(r.get('java_consume_aborted_half_full_batches'))} | load {r.get('load1_start', 0):.1f}")
 
 
 def print_table(summary: dict, brokers: list[str], layouts: list[int], doc: dict) -> None:
@@ -572,7 +633,9 @@ def print_table(summary: dict, brokers: list[str], layouts: list[int], doc: dict
              "produce_abort_every_other": "produce txn, every other aborted",
              "consume_committed": "read_committed, committed txns", "consume_aborted_half": "read_committed, half aborted",
              "consume_idempotent_topic": "read_committed, no-txn topic",
-             "consume_aborted_half_full_batches": "read_committed, half aborted, same batches on both"}
+             "consume_aborted_half_full_batches": "read_committed, half aborted, same batches on both",
+             "java_consume_committed": "Java consumer read_committed, committed txns",
+             "java_consume_aborted_half_full_batches": "Java consumer read_committed, half aborted, same batches"}
     both = "pylog" in brokers and "kafka" in brokers
     print(f"\nmedian (min-max) of {doc['settings']['reps']}, {doc['settings']['records']:,} x {doc['settings']['size']} B, "
           f"{doc['settings']['per_txn']:,} per transaction; {doc['machine']['nproc']} cores; load "

@@ -1,8 +1,10 @@
-"""The controller-to-broker APIs that kio lacks: LeaderAndIsr v7, StopReplica v4, UpdateMetadata v8. Sans I/O.
+"""The ZooKeeper-mode controller's APIs that kio lacks: LeaderAndIsr v7, StopReplica v4, UpdateMetadata v8 and
+ControlledShutdown v3. Sans I/O.
 
 kio is generated from Kafka 4.x's message definitions, which dropped the ZooKeeper-mode controller's
 requests. These classes are written by hand from Kafka 3.9's `LeaderAndIsrRequest.json`,
-`StopReplicaRequest.json`, `UpdateMetadataRequest.json` and their responses, at the newest version
+`StopReplicaRequest.json`, `UpdateMetadataRequest.json`, `ControlledShutdownRequest.json` and their responses,
+at the newest version
 Kafka 3.9 speaks (all three flexible), in kio's entity form, so that kio's generic reader and writer
 encode and decode them like any generated schema (`codec.request_schema` and `response_schema` fall
 back to `SCHEMAS`). Field order is wire order.
@@ -13,6 +15,11 @@ A ZooKeeper-mode controller (pylog's, as Kafka's) sends these to every broker's 
   partitions the receiving broker replicates: its roles;
 - UpdateMetadata: the live brokers and partition states every broker serves in Metadata;
 - StopReplica: stop replicating partitions (and delete them, for a topic deletion).
+
+and a broker sends one to the controller:
+
+- ControlledShutdown: the broker is stopping; the controller moves its leaderships away and answers with
+  the partitions it still leads (the broker asks again until there are none, or its time is up).
 """
 
 import uuid
@@ -28,7 +35,7 @@ from kio.static.primitive import i8, i16, i32, i64
 
 from kafka_protocol.api_keys import ApiKey
 
-LEADER_AND_ISR_VERSION, STOP_REPLICA_VERSION, UPDATE_METADATA_VERSION = 7, 4, 8
+LEADER_AND_ISR_VERSION, STOP_REPLICA_VERSION, UPDATE_METADATA_VERSION, CONTROLLED_SHUTDOWN_VERSION = 7, 4, 8, 3
 # LeaderAndIsr's Type: whether the request lists every partition the broker replicates (KIP-516)
 INCREMENTAL, FULL = 0, 1
 # a leader of -2 in UpdateMetadata: the partition is being deleted, brokers forget it (Kafka's LeaderDuringDelete)
@@ -274,9 +281,45 @@ class UpdateMetadataResponse:
     error_code: ErrorCode = field(metadata={"kafka_type": "error_code"})
 
 
+# ---------------------------------------------------------------- ControlledShutdown v3 (API 7)
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class ControlledShutdownRequest:
+    __type__: ClassVar = EntityType.request
+    __version__: ClassVar[i16] = i16(3)
+    __flexible__: ClassVar[bool] = True
+    __api_key__: ClassVar[i16] = i16(7)
+    __header_schema__: ClassVar[type[RequestHeader]] = RequestHeader
+    broker_id: BrokerId = field(metadata={"kafka_type": "int32"})
+    broker_epoch: i64 = field(metadata={"kafka_type": "int64"}, default=i64(-1))
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class RemainingPartition:
+    __type__: ClassVar = EntityType.nested
+    __version__: ClassVar[i16] = i16(3)
+    __flexible__: ClassVar[bool] = True
+    __api_key__: ClassVar[i16] = i16(7)
+    __header_schema__: ClassVar[type[ResponseHeader]] = ResponseHeader
+    topic_name: TopicName = field(metadata={"kafka_type": "string"})
+    partition_index: i32 = field(metadata={"kafka_type": "int32"})
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class ControlledShutdownResponse:
+    __type__: ClassVar = EntityType.response
+    __version__: ClassVar[i16] = i16(3)
+    __flexible__: ClassVar[bool] = True
+    __api_key__: ClassVar[i16] = i16(7)
+    __header_schema__: ClassVar[type[ResponseHeader]] = ResponseHeader
+    error_code: ErrorCode = field(metadata={"kafka_type": "error_code"})
+    remaining_partitions: tuple[RemainingPartition, ...] = ()
+
+
 # (api key, version) -> (request class, response class)
 SCHEMAS: dict[tuple[int, int], tuple[type, type]] = {
     (ApiKey.LEADER_AND_ISR, LEADER_AND_ISR_VERSION): (LeaderAndIsrRequest, LeaderAndIsrResponse),
     (ApiKey.STOP_REPLICA, STOP_REPLICA_VERSION): (StopReplicaRequest, StopReplicaResponse),
     (ApiKey.UPDATE_METADATA, UPDATE_METADATA_VERSION): (UpdateMetadataRequest, UpdateMetadataResponse),
+    (ApiKey.CONTROLLED_SHUTDOWN, CONTROLLED_SHUTDOWN_VERSION): (ControlledShutdownRequest, ControlledShutdownResponse),
 }

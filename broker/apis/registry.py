@@ -86,14 +86,15 @@ API_TABLE: dict[int, Api] = {
 }
 
 
-# The ZooKeeper-mode controller's requests to brokers: served and advertised in cluster mode only, at the
-# version Kafka 3.9 sends (kafka_protocol/controller_schemas.py)
+# The ZooKeeper-mode controller's requests to brokers, and a stopping broker's to the controller: served and
+# advertised in cluster mode only, at the version Kafka 3.9 sends (kafka_protocol/controller_schemas.py)
 CONTROLLER_API_TABLE: dict[int, Api] = {
     a.key: a
     for a in [
         Api(ApiKey.LEADER_AND_ISR, 7, 7, controller_requests.handle_leader_and_isr),
         Api(ApiKey.STOP_REPLICA, 4, 4, controller_requests.handle_stop_replica),
         Api(ApiKey.UPDATE_METADATA, 8, 8, controller_requests.handle_update_metadata),
+        Api(ApiKey.CONTROLLED_SHUTDOWN, 3, 3, controller_requests.handle_controlled_shutdown),
     ]
 }
 

@@ -17,8 +17,9 @@ controller) makes, in Kafka's layout:
   to its view here, fenced by controller epoch and by this broker's registration epoch
   (`role_requests`); `ready` is set once the first UpdateMetadata arrived: until then the broker
   knows neither the live brokers nor its roles;
-- controlled shutdown: asks the controller (a `/pylog/controlled_shutdown/<id>` request node) to move
-  this broker's leaderships away, and waits until the view shows it leads nothing.
+- controlled shutdown: asks the controller (ControlledShutdown, API 7, over the inter-broker listener, again
+  until it names no partition left or the controller changes) to move this broker's leaderships away, and waits
+  until the view shows it leads nothing that could move.
 
 Calls here block (kazoo); the broker runs them on worker threads, never on its event loop.
 """
@@ -30,14 +31,14 @@ import threading
 import time
 from typing import Any, Callable, Mapping
 
-from kazoo.exceptions import BadVersionError, KazooException, NodeExistsError, NoNodeError
-from kazoo.handlers.threading import KazooTimeoutError
+from kazoo.exceptions import BadVersionError, NodeExistsError, NoNodeError
 
 from broker.cluster import zk_layout
 from broker.cluster.assignment import assign_replicas, check_new_partitions, check_new_topic
 from broker.cluster import role_requests
 from broker.cluster.cluster_view import ClusterView, ClusterWatcher, TopicPartition
 from broker.cluster.controller import ClusterController, create_topic, request_topic_deletion
+from broker.cluster.controller_channel import PeerConnection
 from broker.cluster.controller_election import ControllerElection
 from broker.cluster.membership import BrokerMembership
 from broker.cluster.zk_client import ZkClient
@@ -45,7 +46,12 @@ from broker.cluster.zk_security import ZkSecurity, zk_security
 from broker.cluster.topic_registry import TopicInfo
 from broker.cluster.zk_layout import BrokerRegistration, PartitionState, TopicAssignment
 from broker.security.inter_broker import PeerSecurity
+from kio.schema.types import BrokerId
+from kio.static.primitive import i64
+from kafka_protocol.security.client_login import AuthenticationError
+from kafka_protocol.client_codec import ResponseError
 from kafka_protocol.controller_schemas import (
+    ControlledShutdownRequest,
     LeaderAndIsrRequest,
     LeaderAndIsrResponse,
     StopReplicaRequest,
@@ -54,6 +60,7 @@ from kafka_protocol.controller_schemas import (
     UpdateMetadataResponse,
 )
 from kafka_protocol.errors import (
+    ErrorCode,
     InvalidPartitionsError,
     InvalidReplicationFactorError,
     UnknownTopicOrPartitionError,
@@ -62,6 +69,7 @@ from kafka_protocol.errors import (
 log = logging.getLogger(__name__)
 
 PRODUCER_ID_BLOCK_SIZE = 1000
+_SHUTDOWN_RETRY_S = 0.2      # between ControlledShutdown requests that left partitions led (or found no controller)
 
 
 class ClusterNode:
@@ -73,6 +81,8 @@ class ClusterNode:
                  on_view: Callable[[ClusterView], None], peer_security: PeerSecurity | None = None,
                  zk_security: ZkSecurity | None = None, rack: str | None = None) -> None:
         self.broker_id = broker_id
+        self.peer_security = peer_security
+        self.socket_timeout_s = controller_socket_timeout_ms / 1000.0
         self.zk = ZkClient(zk_connect, session_timeout_ms, connection_timeout_ms, zk_security)
         self.membership = BrokerMembership(self.zk, BrokerRegistration(broker_id, host, port, rack,
                                                                        listeners=listeners))
@@ -103,7 +113,6 @@ class ClusterNode:
 
     def join(self) -> None:
         """Register this broker, follow the cluster and stand for controller."""
-        self.zk.kazoo.ensure_path(zk_layout.CONTROLLED_SHUTDOWN)
         self.membership.register()
         self.watcher.start()
         self.election.start()
@@ -284,32 +293,63 @@ class ClusterNode:
     # ------------------------------------------------------------ controlled shutdown
 
     def controlled_shutdown(self, timeout_s: float) -> bool:
-        """Ask the controller to move this broker's leaderships away; True once the view shows none left.
-        Never waits longer than `timeout_s`, ZooKeeper down included (its calls are bounded too: a
-        SIGTERM must stop the broker whatever the state of ZooKeeper)."""
-        path = zk_layout.controlled_shutdown_path(self.broker_id)
+        """Ask the controller to move this broker's leaderships away (ControlledShutdown, as Kafka's brokers ask);
+        True once the view shows none left that could move. Never waits longer than `timeout_s`, the controller or
+        ZooKeeper down included: a SIGTERM must stop the broker whatever the state of the cluster."""
         deadline = time.monotonic() + timeout_s
-        if not self.leads_anything_replicated():
-            return True
-        try:
-            self.zk.kazoo.create_async(path, b"", ephemeral=True, makepath=True).get(timeout=timeout_s)
-        except NodeExistsError:
-            pass
-        except (KazooTimeoutError, KazooException) as e:
-            log.warning("controlled shutdown: ZooKeeper did not take the request (%s); stopping without moving "
-                        "leadership", type(e).__name__)
-            return False
+        connection: PeerConnection | None = None
         try:
             while time.monotonic() < deadline:
                 if not self.leads_anything_replicated():
                     return True
-                time.sleep(0.05)
-            return False
+                answer, connection = self._ask_controller(connection, deadline)
+                if answer is not None and answer[0] == ErrorCode.none and not answer[1]:
+                    # moved: wait for the controller's LeaderAndIsr to reach this broker's view
+                    while time.monotonic() < deadline and self.leads_anything_replicated():
+                        time.sleep(0.02)
+                    continue
+                time.sleep(min(_SHUTDOWN_RETRY_S, max(deadline - time.monotonic(), 0.0)))
+            return not self.leads_anything_replicated()
         finally:
+            if connection is not None:
+                connection.close()
+
+    def _ask_controller(self, connection: PeerConnection | None, deadline: float
+                        ) -> tuple[tuple[ErrorCode, list[tuple[str, int]]] | None, PeerConnection | None]:
+        """One ControlledShutdown to the controller the view names: (error, partitions still led) or None when it
+        could not be asked; and the connection, kept for the next ask while the controller stays the same."""
+        view = self.view
+        left = max(deadline - time.monotonic(), 0.01)
+        if view.controller_id == self.broker_id and self.controller.active:
             try:
-                self.zk.kazoo.delete_async(path).get(timeout=max(deadline - time.monotonic(), 1.0))
-            except (NoNodeError, KazooTimeoutError, KazooException):
-                pass     # ephemeral: it goes with the session
+                return self.controller.controlled_shutdown(self.broker_id, self.watcher.broker_epoch).result(left), \
+                    connection
+            except Exception as e:   # noqa: BLE001 - a timeout or a ZooKeeper failure: ask again, or stop
+                log.info("controlled shutdown: this broker's controller did not answer (%s)", type(e).__name__)
+                return None, connection
+        registration = view.brokers.get(view.controller_id)
+        if registration is None:
+            return None, connection
+        host, port = self.peer_security.address(registration) if self.peer_security else \
+            (registration.host, registration.port)
+        if connection is not None and (connection.host, connection.port) != (host, port):
+            connection.close()
+            connection = None
+        if connection is None:
+            connection = PeerConnection(host, port, f"broker-{self.broker_id}", min(left, self.socket_timeout_s),
+                                        self.peer_security)
+        try:
+            answer = connection.call(ControlledShutdownRequest(broker_id=BrokerId(self.broker_id),
+                                                               broker_epoch=i64(self.watcher.broker_epoch)))
+        except (OSError, ResponseError, AuthenticationError) as e:
+            connection.close()
+            log.info("controlled shutdown: the controller (broker %d) could not be asked (%s)", view.controller_id, e)
+            return None, None
+        remaining = [(str(r.topic_name), int(r.partition_index)) for r in answer.remaining_partitions]
+        if answer.error_code != ErrorCode.none or remaining:
+            log.info("controlled shutdown: the controller (broker %d) answered %s, %d partition(s) still led",
+                     view.controller_id, answer.error_code.name, len(remaining))
+        return (answer.error_code, remaining), connection
 
     def leads_anything_replicated(self) -> bool:
         """Whether this broker leads a partition that has another live replica in its ISR."""

@@ -113,6 +113,11 @@ class ClusterWatcher:
             self._view, self._fence, result = apply(self._view, self._fence)
         return result
 
+    @property
+    def broker_epoch(self) -> int:
+        """This broker's registration epoch (-1 before it registered)."""
+        return self._fence.broker_epoch
+
     def set_broker_epoch(self, broker_epoch: int) -> None:
         """This broker registered anew (a new session): requests for older registrations are stale."""
         with self._lock:

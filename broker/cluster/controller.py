@@ -9,9 +9,11 @@ ZooKeeper-mode controller (KafkaController) does:
   leader went elect one from the ISR (leader_election.py), a returning ISR replica leads a
   partition that had no leader;
 - a deletion request (`/admin/delete_topics/<t>`): the topic's znodes and config go, then the request;
-- a controlled shutdown request (`/pylog/controlled_shutdown/<id>`, ephemeral, made by a broker on
-  SIGTERM): that broker counts as gone for leadership (its partitions elect another ISR leader, it
-  leaves the ISRs) except where no other ISR replica is live, where it keeps leading;
+- a ControlledShutdown request (API 7, sent by a broker on SIGTERM to the controller, as Kafka 3.9's
+  ZooKeeper-mode brokers do; `controlled_shutdown`): that broker counts as gone for leadership (its
+  partitions elect another ISR leader, it leaves the ISRs) except where no other ISR replica is live, where it
+  keeps leading; the answer names the partitions it still leads that could have moved (the broker asks
+  again); it counts as shutting down until its registration goes or is renewed;
 - preferred leaders (`auto.leader.rebalance.enable`): every `leader.imbalance.check.interval.seconds`,
   for each broker more than `leader.imbalance.per.broker.percentage` % of whose preferred partitions are led
   elsewhere, those partitions whose first assigned replica is live and in sync move their leadership back;
@@ -119,6 +121,7 @@ class ClusterController:
         self._token: ControllerToken | None = None
         self._live: set[int] = set()
         self._registrations: dict[int, BrokerRegistration] = {}
+        self._broker_epochs: dict[int, int] = {}
         self._known: dict[tuple[str, int], PartitionInfo] = {}     # what the brokers were last sent
         self._channel: ControllerChannel | None = None
         self.socket_timeout_s = socket_timeout_ms / 1000.0
@@ -141,6 +144,8 @@ class ClusterController:
         self._watched = set()
         self._live = set()
         self._registrations = {}
+        self._broker_epochs = {}
+        self._shutting_down = set()
         self._known = {}
         self._assignments = {}
         if self._channel is not None:
@@ -171,8 +176,6 @@ class ClusterController:
         ChildrenWatch(kazoo, zk_layout.BROKER_IDS, alive(lambda ids: self._events.put(("brokers", ids))))
         ChildrenWatch(kazoo, zk_layout.TOPICS, alive(lambda topics: self._events.put(("topics", topics))))
         ChildrenWatch(kazoo, zk_layout.DELETE_TOPICS, alive(lambda topics: self._events.put(("delete", topics))))
-        kazoo.ensure_path(zk_layout.CONTROLLED_SHUTDOWN)
-        ChildrenWatch(kazoo, zk_layout.CONTROLLED_SHUTDOWN, alive(lambda ids: self._events.put(("shutdown", ids))))
         ChildrenWatch(kazoo, zk_layout.ISR_CHANGES, alive(lambda names: self._queue_isr_changes(bool(names))))
         created: list[int | None] = [None]       # the czxid of the reassignment znode last seen
 
@@ -232,13 +235,42 @@ class ClusterController:
             if generation == self._generation:
                 self._events.put(("rebalance", None))
 
-    def _on_shutdown(self, ids: list[str]) -> None:
-        shutting = {int(i) for i in ids if i.isdigit()}
-        if shutting == self._shutting_down:
-            return
-        log.info("controlled shutdown requested by brokers %s", sorted(shutting))
-        self._shutting_down = shutting
-        self._update_partitions(list(self._assignments))
+    def controlled_shutdown(self, broker_id: int, broker_epoch: int
+                            ) -> "concurrent.futures.Future[tuple[ErrorCode, list[tuple[str, int]]]]":
+        """ControlledShutdown, from a request handler's thread: (error, partitions `broker_id` still leads that
+        could move), once the controller thread has moved its leaderships (when this broker is not the controller:
+        STALE_CONTROLLER_EPOCH, Kafka's code for its ControllerMovedException)."""
+        done: "concurrent.futures.Future[tuple[ErrorCode, list[tuple[str, int]]]]" = concurrent.futures.Future()
+        if self._token is None:
+            done.set_result((ErrorCode.stale_controller_epoch, []))
+        else:
+            self._events.put(("controlled_shutdown", (broker_id, broker_epoch, done)))
+        return done
+
+    def _on_controlled_shutdown(self, arg: tuple[int, int, "concurrent.futures.Future[Any]"]) -> None:
+        broker_id, broker_epoch, done = arg
+        try:
+            done.set_result(self._shut_down(broker_id, broker_epoch))
+        except Exception as e:   # noqa: BLE001 - the request gets an answer whatever happened here
+            done.set_exception(e)
+            raise
+
+    def _shut_down(self, broker_id: int, broker_epoch: int) -> tuple[ErrorCode, list[tuple[str, int]]]:
+        """Kafka's doControlledShutdown: BROKER_NOT_AVAILABLE for a broker not live, STALE_BROKER_EPOCH for a request
+        of its previous registration; else its leaderships move and the ones that could not are named."""
+        current = self._broker_epochs.get(broker_id)
+        if current is None:
+            return ErrorCode.broker_not_available, []
+        if broker_epoch != -1 and broker_epoch < current:
+            return ErrorCode.stale_broker_epoch, []
+        if broker_id not in self._shutting_down:
+            log.info("controlled shutdown requested by broker %d", broker_id)
+            self._shutting_down.add(broker_id)
+        self._update_partitions(sorted(t for t, a in self._assignments.items()
+                                       if any(broker_id in r for r in a.partitions.values())))
+        live = self._live - self._shutting_down
+        return ErrorCode.none, sorted(tp for tp, info in self._known.items() if info.state.leader == broker_id
+                                      and any(r in live for r in info.state.isr if r != broker_id))
 
     def _queue_isr_changes(self, any_children: bool) -> None:
         """The notifications' watch fired: queue one event unless one is queued already. The event reads the
@@ -309,6 +341,9 @@ class ClusterController:
         fresh = self._channel.set_brokers({b: BrokerAddress(b, *reg.address(self.peer_listener), epoch)
                                            for b, (reg, epoch) in registered.items()})
         self._registrations = {b: reg for b, (reg, _) in registered.items()}
+        self._broker_epochs = {b: epoch for b, (_, epoch) in registered.items()}
+        # a broker that left, or registered anew (restarted), is no longer shutting down
+        self._shutting_down = {b for b in self._shutting_down if b in live and b not in fresh}
         if live == self._live and not fresh:
             return
         log.info("live brokers: %s (were %s; new registrations: %s)", sorted(live), sorted(self._live), fresh)
@@ -433,16 +468,21 @@ class ClusterController:
     def _update_partitions(self, topics: list[str], preferred: bool = False, only: set[int] | None = None) -> None:
         """Bring every partition of `topics` in line with the live brokers, in one fenced write per topic (with
         `preferred`, preferred leaders too: for the partitions `only` names, or all)."""
+        infos: dict[tuple[str, int], PartitionInfo] = {}
         for topic in topics:
             for attempt in range(5):
                 try:
-                    self._update_topic(topic, preferred, only)
+                    infos.update(self._update_topic(topic, preferred, only))
                     break
                 except BadVersionError:
                     # a leader changed an ISR between our read and our write: read again
                     log.debug("partition state of %s changed under the controller (attempt %d)", topic, attempt + 1)
             else:
                 log.warning("gave up bringing %s's partition states in line after 5 conflicting writes", topic)
+        # one LeaderAndIsr per broker and one UpdateMetadata per broker for every topic of the event (Kafka's
+        # ControllerBrokerRequestBatch): a broker applies each request to its whole view, so one per topic made a
+        # failover of T topics cost each broker T passes over every partition it holds
+        self._publish(infos)
 
     def elect_leaders(self, partitions: list[tuple[str, int]] | None, unclean: bool
                       ) -> "concurrent.futures.Future[dict[tuple[str, int], tuple[ErrorCode, str | None]]]":
@@ -506,7 +546,7 @@ class ClusterController:
             if to_elect:
                 for attempt in range(5):
                     try:
-                        self._update_topic(topic, preferred=not unclean, only=to_elect, unclean=unclean)
+                        self._publish(self._update_topic(topic, preferred=not unclean, only=to_elect, unclean=unclean))
                         break
                     except BadVersionError:
                         continue
@@ -737,14 +777,16 @@ class ClusterController:
                 channel.send(b, partial(stop_replica, stamp, partitions=tps, delete=True))
 
     def _update_topic(self, topic: str, preferred: bool, only: set[int] | None = None,
-                      unclean: bool | None = None) -> None:
+                      unclean: bool | None = None) -> dict[tuple[str, int], PartitionInfo]:
+        """Write the next state of every partition of `topic` that needs one (one fenced multi); every partition's
+        state as it now stands, for the caller to publish."""
         token = self._token
         if token is None:
-            return
+            return {}
         kazoo = self.zk.kazoo
         assignment = self._assignments.get(topic)
         if assignment is None:
-            return
+            return {}
         creates: list[tuple[int, PartitionState]] = []
         updates: list[tuple[int, PartitionState, int]] = []
         before: dict[int, PartitionState] = {}
@@ -769,8 +811,7 @@ class ClusterController:
             else:
                 current_infos[(topic, p)] = PartitionInfo(current, stat.version, tuple(replicas), assignment.topic_id)
         if not creates and not updates:
-            self._publish(current_infos)
-            return
+            return current_infos
 
         base = f"{zk_layout.TOPICS}/{topic}/partitions"
         parents = ([base] if creates and not kazoo.exists(base) else []) + [
@@ -789,7 +830,7 @@ class ClusterController:
         except NoNodeError:
             if not kazoo.exists(zk_layout.topic_path(topic)):      # deleted meanwhile
                 self._assignments.pop(topic, None)
-                return
+                return {}
             raise
         for p, state, _ in updates:
             log.info("%s-%d: leader %d, epoch %d, isr %s", topic, p, state.leader, state.leader_epoch,
@@ -803,4 +844,4 @@ class ClusterController:
                    for p, state in creates}
         written.update({(topic, p): PartitionInfo(state, version + 1, tuple(assignment.partitions[p]),
                                                   assignment.topic_id) for p, state, version in updates})
-        self._publish({**current_infos, **written})
+        return {**current_infos, **written}

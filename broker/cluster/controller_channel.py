@@ -19,7 +19,9 @@ Over a TLS or SASL inter-broker listener each connection is wrapped in TLS and l
 (`client_login`), and is replaced before a session the broker limits in time expires, as
 `replication.peer_connection` does for the asyncio side.
 
-Encoding and decoding are the protocol layer's (`client_codec`); this module owns sockets and threads.
+`PeerConnection`, the blocking connection each sender uses, also carries a broker's own ControlledShutdown
+to the controller (`cluster_node`). Encoding and decoding are the protocol layer's (`client_codec`); this
+module owns sockets and threads.
 """
 from __future__ import annotations
 
@@ -56,63 +58,35 @@ class BrokerAddress:
     broker_epoch: int
 
 
-class _Sender:
-    """One broker's queue and the thread that empties it."""
+class PeerConnection:
+    """One blocking connection to another broker's inter-broker listener: `call` sends a request entity and returns
+    its answer, connecting (TLS, SASL login) first when needed and again before a session the peer limits expires.
+    OSError, ResponseError or AuthenticationError when it cannot; the caller decides whether to try again."""
 
-    def __init__(self, address: BrokerAddress, client_id: str, timeout_s: float,
+    def __init__(self, host: str, port: int, client_id: str, timeout_s: float,
                  security: PeerSecurity | None = None) -> None:
-        self.address = address
-        self.security = security
-        self._renew_at: float | None = None
+        self.host, self.port = host, port
         self.client_id = client_id
         self.timeout_s = timeout_s
-        self.queue: "queue.Queue[Any | None]" = queue.Queue()
-        self._stopped = threading.Event()
+        self.security = security
+        self._renew_at: float | None = None
         self._sock: socket.socket | None = None
         self._ids = itertools.count(1)
-        self._thread = threading.Thread(target=self._run, daemon=True,
-                                        name=f"controller-to-broker-{address.broker_id}")
-        self._thread.start()
 
-    def stop(self) -> None:
-        self._stopped.set()
-        self.queue.put(None)
-
-    def _run(self) -> None:
-        while not self._stopped.is_set():
-            body = self.queue.get()
-            if body is None:
-                break
-            api_key, version = int(body.__api_key__), int(body.__version__)
-            while not self._stopped.is_set():
-                try:
-                    answer = self._exchange(api_key, version, body)
-                except (OSError, ResponseError, AuthenticationError) as e:
-                    self._close()
-                    retry_log.warning("controller request (API %d) to broker %d at %s:%d not delivered, retrying: %s",
-                                      api_key, self.address.broker_id, self.address.host, self.address.port, e)
-                    self._stopped.wait(BACKOFF_S)
-                    continue
-                if answer.error_code != ErrorCode.none:
-                    log.warning("broker %d answered controller request (API %d) with %s", self.address.broker_id,
-                                api_key, answer.error_code.name)
-                break
-        self._close()
-
-    def _exchange(self, api_key: int, version: int, body: Any) -> Any:
+    def call(self, body: Any) -> Any:
         if self._renew_at is not None and time.monotonic() >= self._renew_at:
-            self._close()                     # a new connection and login before the session expires
+            self.close()                     # a new connection and login before the session expires
         if self._sock is None:
             self._connect()
-        return self._call(api_key, version, body)
+        return self._call(int(body.__api_key__), int(body.__version__), body)
 
     def _connect(self) -> None:
-        sock = socket.create_connection((self.address.host, self.address.port), timeout=self.timeout_s)
+        sock = socket.create_connection((self.host, self.port), timeout=self.timeout_s)
         sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
         security = self.security
         if security is not None and security.ssl_context is not None:
             try:
-                sock = security.ssl_context.wrap_socket(sock, server_hostname=self.address.host)
+                sock = security.ssl_context.wrap_socket(sock, server_hostname=self.host)
             except OSError:
                 sock.close()
                 raise
@@ -140,7 +114,7 @@ class _Sender:
             buf += chunk
         return bytes(buf)
 
-    def _close(self) -> None:
+    def close(self) -> None:
         self._renew_at = None
         if self._sock is not None:
             try:
@@ -148,6 +122,45 @@ class _Sender:
             except OSError:
                 pass
             self._sock = None
+
+
+class _Sender:
+    """One broker's queue and the thread that empties it."""
+
+    def __init__(self, address: BrokerAddress, client_id: str, timeout_s: float,
+                 security: PeerSecurity | None = None) -> None:
+        self.address = address
+        self.queue: "queue.Queue[Any | None]" = queue.Queue()
+        self._stopped = threading.Event()
+        self._connection = PeerConnection(address.host, address.port, client_id, timeout_s, security)
+        self._thread = threading.Thread(target=self._run, daemon=True,
+                                        name=f"controller-to-broker-{address.broker_id}")
+        self._thread.start()
+
+    def stop(self) -> None:
+        self._stopped.set()
+        self.queue.put(None)
+
+    def _run(self) -> None:
+        while not self._stopped.is_set():
+            body = self.queue.get()
+            if body is None:
+                break
+            api_key = int(body.__api_key__)
+            while not self._stopped.is_set():
+                try:
+                    answer = self._connection.call(body)
+                except (OSError, ResponseError, AuthenticationError) as e:
+                    self._connection.close()
+                    retry_log.warning("controller request (API %d) to broker %d at %s:%d not delivered, retrying: %s",
+                                      api_key, self.address.broker_id, self.address.host, self.address.port, e)
+                    self._stopped.wait(BACKOFF_S)
+                    continue
+                if answer.error_code != ErrorCode.none:
+                    log.warning("broker %d answered controller request (API %d) with %s", self.address.broker_id,
+                                api_key, answer.error_code.name)
+                break
+        self._connection.close()
 
 
 class ControllerChannel:

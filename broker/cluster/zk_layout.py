@@ -39,9 +39,6 @@ ISR_CHANGES = "/isr_change_notification"
 ISR_CHANGE_PREFIX = "isr_change_"
 PRODUCER_ID_BLOCK = "/latest_producer_id_block"
 CLUSTER_ID = "/cluster/id"
-# pylog's own node (Kafka sends a ControlledShutdown request instead): one ephemeral child per broker
-# asking the controller to move its leaderships away before it stops
-CONTROLLED_SHUTDOWN = "/pylog/controlled_shutdown"
 
 # The persistent parents Kafka creates at start (KafkaZkClient.createTopLevelPaths).
 TOP_LEVEL_PATHS = (BROKER_IDS, TOPICS, "/brokers/seqid", "/config/changes", TOPIC_CONFIGS, "/config/brokers",
@@ -70,10 +67,6 @@ def partition_state_path(topic: str, partition: int) -> str:
 
 def topic_config_path(topic: str) -> str:
     return f"{TOPIC_CONFIGS}/{topic}"
-
-
-def controlled_shutdown_path(broker_id: int) -> str:
-    return f"{CONTROLLED_SHUTDOWN}/{broker_id}"
 
 
 def delete_topic_path(topic: str) -> str:

@@ -2,7 +2,8 @@
 three-broker Kafka cluster get the same topics with the same replica assignments, the same kafka-reassign-partitions
 invocations (Kafka's own tool from its jars) with the same JSON, refusals included, and the same ZooKeeper-era
 `/admin/reassign_partitions` znode. Both must end in the same states: every partition's replicas, ISR and leader,
-every record still there, and the tool's refusals with the same messages.
+every record still there, and the tool's refusals with the same messages. Then the ControlledShutdown a stopping
+broker sends its controller, raw, refusals included: the same errors, remaining partitions and leaders after.
 """
 from __future__ import annotations
 
@@ -101,9 +102,49 @@ def _run_scenario(system: str, root: Path) -> dict[str, Any]:
         wait_for(lambda: _settled(cluster), 60, f"{system}: ISRs settled")
         out["states"] = _states(cluster)
         out["records"] = sorted(m.value() for m in consume(cluster.bootstrap, "moved", [0, 1, 2], RECORDS))
+        out.update(_controlled_shutdowns(cluster))
         return out
     finally:
         cluster.close()
+
+
+def _controlled_shutdowns(cluster: ZkCluster) -> dict[str, Any]:
+    """ControlledShutdown v3 as a stopping broker sends it, raw: to a broker that is not the controller, for a
+    broker id that does not exist, with a stale broker epoch, then a real one (the broker's epoch is its
+    registration znode's czxid): each answer's error and remaining partitions, and afterwards whether each partition
+    is led by the leaving broker or one that stays (which broker is the controller, and so which one leaves, may
+    differ)."""
+    from broker.cluster.controller_channel import PeerConnection
+    from kafka_protocol.controller_schemas import ControlledShutdownRequest
+    controller = cluster.controller()
+    other, leaving = [b for b in sorted(cluster.brokers) if b != controller][:2]
+    zk = KazooClient(hosts=cluster.zookeeper.connect + cluster.chroot)
+    zk.start(timeout=15)
+    try:
+        epoch = zk.get(f"/brokers/ids/{leaving}")[1].czxid
+    finally:
+        zk.stop()
+        zk.close()
+
+    def ask(via: int, broker_id: int, broker_epoch: int) -> tuple[str, list[tuple[str, int]]]:
+        host, port = cluster.broker(via).bootstrap.rsplit(":", 1)
+        connection = PeerConnection(host, int(port), "conformance", 30.0)
+        try:
+            answer = connection.call(ControlledShutdownRequest(broker_id=broker_id, broker_epoch=broker_epoch))
+        finally:
+            connection.close()
+        return answer.error_code.name, sorted((str(r.topic_name), int(r.partition_index))
+                                              for r in answer.remaining_partitions)
+    out = {"shutdown: asked of a broker that is not the controller": ask(other, leaving, epoch),
+           "shutdown: a broker that does not exist": ask(controller, 9, -1),
+           "shutdown: a stale broker epoch": ask(controller, leaving, epoch - 1),
+           "shutdown": ask(controller, leaving, epoch)}
+    wait_for(lambda: all(leader != leaving for _, isr, leader in _states(cluster).values() if len(isr) > 1), 30,
+             f"no partition with another replica in sync led by broker {leaving}")
+    # a partition whose only replica is the leaving broker keeps it as leader, on both
+    out["shutdown: who leads each partition"] = {tp: "the leaving broker" if leader == leaving else "one that stays"
+                                                 for tp, (_, _, leader) in _states(cluster).items()}
+    return out
 
 
 def test_reassignments_end_in_the_same_states_and_refusals_as_kafka_zookeeper_mode(tmp_path: Path) -> None:
