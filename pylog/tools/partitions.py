@@ -211,10 +211,22 @@ def add_membership_args(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--bootstrap-server", default=DEFAULT_BOOTSTRAP, metavar="HOST:PORT",
                         help=f"broker(s) to connect to (default {DEFAULT_BOOTSTRAP})")
     add_command_config_arg(parser)
-    parser.add_argument("--broker", type=int, required=True, help="the broker leaving (decommission) or joining")
+    parser.add_argument("--broker", type=_broker_ids, required=True, metavar="ID[,ID...]",
+                        help="the broker(s) leaving (decommission) or joining (add-broker), e.g. 3 or 3,4")
     parser.add_argument("--execute", action="store_true", help="start the moves (else only print the plan)")
     parser.add_argument("--wait", type=float, default=600.0, metavar="SECONDS",
                         help="with --execute, how long to wait for the moves to complete (default 600)")
+
+
+def _broker_ids(text: str) -> list[int]:
+    try:
+        ids = [int(x) for x in text.split(",")]
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a broker id or a comma-separated list of them "
+                                         "(e.g. 3 or 3,4)") from None
+    if len(set(ids)) != len(ids):
+        raise argparse.ArgumentTypeError(f"{text!r} names a broker twice")
+    return ids
 
 
 def run_membership(args: argparse.Namespace) -> int:
@@ -222,8 +234,10 @@ def run_membership(args: argparse.Namespace) -> int:
     check_reachable(args.bootstrap_server)
     with WireAdmin(args.bootstrap_server, "pylog-cluster", 30.0, client_security(args)) as admin:
         current = _current(admin, None)
-        if args.broker not in admin.nodes:
-            raise CliError(f"broker {args.broker} is not a live broker of the cluster (brokers: {sorted(admin.nodes)})")
+        missing = [b for b in args.broker if b not in admin.nodes]
+        if missing:
+            raise CliError(f"broker {','.join(map(str, missing))} is not a live broker of the cluster "
+                           f"(brokers: {sorted(admin.nodes)})")
         brokers = sorted(admin.nodes)
         if args.cluster_command == "decommission":
             try:
@@ -235,8 +249,11 @@ def run_membership(args: argparse.Namespace) -> int:
         print("Proposed partition reassignment configuration")
         print(_document(plan))
         if not plan:
-            print(f"nothing to move: broker {args.broker} " + ("holds no replicas" if args.cluster_command ==
-                                                               "decommission" else "holds its share already"))
+            one = len(args.broker) == 1
+            named = f"broker {args.broker[0]}" if one else f"brokers {','.join(map(str, args.broker))}"
+            state = ("holds no replicas" if one else "hold no replicas") if args.cluster_command == "decommission" \
+                else ("holds its share already" if one else "hold their shares already")
+            print(f"nothing to move: {named} {state}")
             return 0
         if not args.execute:
             print("(a plan only: run again with --execute to move them)")

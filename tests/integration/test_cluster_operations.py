@@ -317,39 +317,42 @@ def test_kafkas_reassign_tool_moves_a_throttled_partition_and_clears_its_throttl
     wait_for(lambda: _leader(cluster, topic) == 2, 15, "the preferred leader")
 
 
-def test_grow_to_four_brokers_and_shrink_back_under_load_losing_nothing(cluster: LocalCluster, tmp_path) -> None:
-    """A fourth broker joins and `pylog cluster add-broker` moves replicas onto it until the brokers hold even
-    shares; then `pylog cluster decommission` empties it again and it stops. All the while an acks=all idempotent
-    producer writes and a consumer group reads: every acknowledged record is there once, the group keeps
-    consuming, and each partition's replicas end byte-identical."""
+def test_grow_to_five_brokers_and_shrink_back_under_load_losing_nothing(cluster: LocalCluster, tmp_path) -> None:
+    """Two brokers join and `pylog cluster add-broker --broker 3,4` moves replicas onto them until the five brokers
+    hold even shares; then `pylog cluster decommission --broker 3,4` empties them again and they stop. All the
+    while an acks=all idempotent producer writes and a consumer group reads: every acknowledged record is there
+    once, the group keeps consuming, and each partition's replicas end byte-identical."""
     from pylog.launch.process import BrokerProcess
     from tests.support.cluster import SETTINGS
     topic = unique_name("grown")
-    _create(cluster, topic, partitions=4, rf=2)
-    wait_full_isr(cluster.bootstrap, topic, 4, replicas=2)
-    producer = AckedProducer(cluster.bootstrap, topic, partitions=4)
+    _create(cluster, topic, partitions=5, rf=2)
+    wait_full_isr(cluster.bootstrap, topic, 5, replicas=2)
+    producer = AckedProducer(cluster.bootstrap, topic, partitions=5)
     producer.start()
     reader = _GroupReader(cluster, topic)
-    fourth = BrokerProcess(tmp_path / "broker-3", settings={**SETTINGS, "broker.id": 3, "broker.rack": "zone-b",
-                                                            "zookeeper.connect": cluster.zk_connect}).start()
+    joined = [BrokerProcess(tmp_path / f"broker-{b}", settings={**SETTINGS, "broker.id": b, "broker.rack": "zone-b",
+                                                                "zookeeper.connect": cluster.zk_connect}).start()
+              for b in (3, 4)]
     try:
-        wait_for(lambda: 3 in {b.id for b in _admin(cluster).list_topics(timeout=10).brokers.values()}, 30,
-                 "broker 3 in the cluster")
+        wait_for(lambda: {3, 4} <= {b.id for b in _admin(cluster).list_topics(timeout=10).brokers.values()}, 30,
+                 "brokers 3 and 4 in the cluster")
         reader.read_for(1.0)
-        grown = _cluster_cmd(cluster, "add-broker", "--broker", "3", "--execute", "--wait", "120")
+        grown = _cluster_cmd(cluster, "add-broker", "--broker", "3,4", "--execute", "--wait", "120")
         assert grown.returncode == 0 and "move(s) completed" in grown.stdout, grown.stdout + grown.stderr
         counts = _replica_counts(cluster)
-        assert counts[3] >= 1 and max(counts.values()) - min(counts.values()) <= 1, counts    # even shares
+        assert counts[3] >= 1 and counts[4] >= 1 and max(counts.values()) - min(counts.values()) <= 1, counts
         reader.read_for(1.0)
         before = len(reader.read)
-        shrunk = _cluster_cmd(cluster, "decommission", "--broker", "3", "--execute", "--wait", "120")
+        shrunk = _cluster_cmd(cluster, "decommission", "--broker", "3,4", "--execute", "--wait", "120")
         assert shrunk.returncode == 0 and "move(s) completed" in shrunk.stdout, shrunk.stdout + shrunk.stderr
-        assert _replica_counts(cluster).get(3, 0) == 0
+        counts = _replica_counts(cluster)
+        assert counts.get(3, 0) == 0 and counts.get(4, 0) == 0, counts
         assert reader.reads_beyond(before), "the group kept consuming through the moves"
     finally:
-        fourth.close()
+        for broker in joined:
+            broker.close()
     reader.close()
-    _every_acked_record_once_in_identical_replicas(cluster, producer, topic, 4)
+    _every_acked_record_once_in_identical_replicas(cluster, producer, topic, 5)
 
 
 def _a_move_held_up(cluster: LocalCluster, prefix: str) -> tuple[str, int, int, int]:

@@ -31,3 +31,19 @@ def test_a_joining_broker_takes_replicas_from_the_fullest_until_the_shares_are_e
     assert counts[3] == 3 and max(counts.values()) - min(counts.values()) <= 1
     assert all(len(set(r)) == len(r) for r in after.values())
     assert add_broker_plan(after, [0, 1, 2, 3], 3) == {}                     # even already: nothing to move
+
+
+def test_two_brokers_join_and_leave_together():
+    """Growing 3 -> 5 and shrinking back in one plan each: every partition keeps distinct replicas, the five
+    brokers hold even shares, and the leaving pair ends with none."""
+    assignment = {("t", p): [p % 3, (p + 1) % 3] for p in range(10)}          # 20 replicas on 0, 1, 2
+    grown = {**assignment, **add_broker_plan(assignment, [0, 1, 2, 3, 4], [3, 4])}
+    counts = replica_counts(grown, [0, 1, 2, 3, 4])
+    assert counts == {b: 4 for b in range(5)}, counts
+    assert all(len(set(r)) == len(r) for r in grown.values())
+    plan = decommission_plan(grown, [0, 1, 2, 3, 4], {}, [3, 4])
+    shrunk = {**grown, **plan}
+    assert all(3 not in r and 4 not in r and len(set(r)) == 2 for r in shrunk.values())
+    assert set(plan) == {tp for tp, r in grown.items() if {3, 4} & set(r)}
+    counts = replica_counts(shrunk, [0, 1, 2])
+    assert max(counts.values()) - min(counts.values()) <= 1, counts
