@@ -90,15 +90,20 @@ class LeaderEpochCache:
 
     # --- changing --------------------------------------------------------------------------------
 
-    def assign(self, epoch: int, start_offset: int) -> None:
+    def assign(self, epoch: int, start_offset: int, *, defer: list[tuple[Path, bytes]] | None = None) -> None:
         """Record that `epoch` starts at `start_offset` (Kafka's rules; written to the file if changed).
 
         A higher epoch than the latest is appended. The latest epoch again is a no-op, unless its
         start offset moves down. An entry that conflicts with later ones (an epoch not above theirs,
         or a start offset not above theirs) first removes those later entries, then is added.
+        With `defer`, the file's new content is appended there instead, for the caller to write with
+        others at once (`fileutil.atomic_write_many`) before anything relies on it.
         """
         if self._assign(epoch, start_offset):
-            self._write()
+            if defer is None:
+                self._write()
+            else:
+                defer.append(self._checkpoint())
 
     def _assign(self, epoch: int, start_offset: int) -> bool:
         if epoch < 0 or start_offset < 0:
@@ -148,10 +153,13 @@ class LeaderEpochCache:
 
     # --- the file ------------------------------------------------------------------------------
 
-    def _write(self) -> None:
+    def _checkpoint(self) -> tuple[Path, bytes]:
         lines = [str(_FORMAT_VERSION), str(len(self._epochs))]
         lines += [f"{e} {o}" for e, o in zip(self._epochs, self._offsets)]
-        atomic_write(self.path, ("\n".join(lines) + "\n").encode())
+        return self.path, ("\n".join(lines) + "\n").encode()
+
+    def _write(self) -> None:
+        atomic_write(*self._checkpoint())
 
     def _read(self) -> list[tuple[int, int]]:
         """The file's entries; [] if it is missing. A malformed file is an error naming it (as Kafka's)."""

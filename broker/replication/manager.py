@@ -34,6 +34,7 @@ import logging
 import time
 from dataclasses import dataclass, field
 from enum import Enum
+from pathlib import Path
 from typing import Callable, Protocol
 
 from kafka_protocol.topic_partition import TopicPartition
@@ -52,6 +53,7 @@ from kafka_protocol.errors import (
     UnknownTopicOrPartitionError,
 )
 from broker.cluster.topic_registry import TopicRegistry
+from broker.log.fileutil import atomic_write_many
 from broker.log.log_manager import LogManager
 from broker.log.partition_log import PartitionLog
 from broker.replication.leader_state import LeaderState
@@ -173,6 +175,7 @@ class Replication:
         """Bring local topics, logs and roles in line with `view` (on the event loop)."""
         self.view = view
         self._sync_topics(view)
+        checkpoints: list[tuple[Path, bytes]] = []     # new leader epochs, made durable together below
         for (topic, partition), sv in view.states.items():
             replicas = view.replicas(topic, partition)
             if self.node_id not in replicas:
@@ -180,7 +183,11 @@ class Replication:
             plog = self.replicas.logs.get(topic, partition)
             if plog is None:
                 continue
-            self._apply_state(topic, partition, plog, replicas, sv, view)
+            self._apply_state(topic, partition, plog, replicas, sv, view, checkpoints)
+        if checkpoints:
+            # before this returns (and the loop serves a produce to a new leadership), as Kafka's makeLeader
+            # writes each one; together, their fsyncs share journal commits (a failover's thousand leaderships)
+            atomic_write_many(checkpoints)
         for tp in [tp for tp in self.roles if tp not in view.states or self.node_id not in view.replicas(*tp)]:
             self._drop(tp)
         for leader_id, fetcher in list(self.fetchers.items()):
@@ -250,7 +257,7 @@ class Replication:
             self._tell(tp, False)
 
     def _apply_state(self, topic: str, partition: int, plog: PartitionLog, replicas: tuple[int, ...],
-                     sv: StateVersion, view: ClusterView) -> None:
+                     sv: StateVersion, view: ClusterView, checkpoints: list[tuple[Path, bytes]]) -> None:
         state = sv.state
         tp = (topic, partition)
         role = self.roles.get(tp)
@@ -276,7 +283,7 @@ class Replication:
                 self._tell(tp, False)
         plog.replicated = True
         if state.leader == self.node_id:
-            role = self._become_leader(topic, partition, plog, replicas, sv)
+            role = self._become_leader(topic, partition, plog, replicas, sv, checkpoints)
             role.waiters = waiting
             self._release(role)
         else:
@@ -291,10 +298,10 @@ class Replication:
                      state.leader_epoch)
 
     def _become_leader(self, topic: str, partition: int, plog: PartitionLog, replicas: tuple[int, ...],
-                       sv: StateVersion) -> ReplicaRole:
+                       sv: StateVersion, checkpoints: list[tuple[Path, bytes]]) -> ReplicaRole:
         state = sv.state
         self._unfollow((topic, partition))
-        plog.leader_epochs.assign(state.leader_epoch, plog.log_end_offset)
+        plog.leader_epochs.assign(state.leader_epoch, plog.log_end_offset, defer=checkpoints)
         leader_state = LeaderState(self.node_id, replicas, state.isr, plog.log_end_offset, plog.high_watermark,
                                    self.now_ms())
         role = ReplicaRole(topic, partition, plog, Role.LEADER, self.node_id, state.leader_epoch, replicas, state.isr,

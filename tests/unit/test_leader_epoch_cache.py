@@ -167,3 +167,23 @@ def test_a_malformed_file_is_an_error_naming_it(tmp_path, content):
     path.write_bytes(content)
     with pytest.raises(ValueError, match="malformed leader epoch checkpoint .*leader-epoch-checkpoint"):
         LeaderEpochCache(path)
+
+
+def test_deferred_assigns_of_many_partitions_are_written_in_one_batch_as_one_at_a_time_would_be(tmp_path):
+    """A broker taking over many leaderships defers each checkpoint and writes them together
+    (fileutil.atomic_write_many): each file then reads back as the cache that wrote it, with no temp file left."""
+    from broker.log.fileutil import atomic_write_many
+    caches = []
+    for p in range(20):
+        (tmp_path / f"t-{p}").mkdir()
+        caches.append(cache_with(tmp_path / f"t-{p}", (0, 0)))
+    pending: list[tuple[Path, bytes]] = []
+    for p, cache in enumerate(caches):
+        cache.assign(3, 10 * p + 1, defer=pending)
+    assert len(pending) == 20
+    assert all(LeaderEpochCache(c.path).entries == [(0, 0)] for c in caches)     # the files wait for the batch
+    atomic_write_many(pending)
+    for p, cache in enumerate(caches):
+        assert LeaderEpochCache(cache.path).entries == [(0, 0), (3, 10 * p + 1)]
+    assert sorted(x.name for x in tmp_path.rglob("*")) == sorted(
+        [f"t-{p}" for p in range(20)] + ["leader-epoch-checkpoint"] * 20)
