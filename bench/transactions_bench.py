@@ -271,12 +271,12 @@ def worker_consume(bootstrap: str, topic: str, partitions: int, expected: int, s
             "records_per_s": seen / elapsed, "mb_per_s": seen * size / elapsed / MB}
 
 
-def java_consume(bootstrap: str, topic: str, expected: int) -> dict:
-    """`expected` records of `topic` read read_committed by Kafka's ConsumerPerformance in its own JVM; its
-    fetch.nMsg.sec, and the JVM's CPU seconds."""
+def java_consume(bootstrap: str, topic: str, expected: int, isolation: str = "read_committed") -> dict:
+    """`expected` records of `topic` read by Kafka's ConsumerPerformance in its own JVM (`isolation` its
+    isolation.level); its fetch.nMsg.sec, and the JVM's CPU seconds."""
     workdir = Path(tempfile.mkdtemp(prefix="txbench-java-"))
     conf = workdir / "consumer.properties"
-    conf.write_text(f"isolation.level=read_committed\nfetch.max.bytes={FETCH_MAX_BYTES}\n"
+    conf.write_text(f"isolation.level={isolation}\nfetch.max.bytes={FETCH_MAX_BYTES}\n"
                     f"fetch.max.wait.ms={JAVA_FETCH_MAX_WAIT_MS}\n")
     cmd = [peer_kafka._java(), "-Xmx512M", "-server", "-XX:+UseG1GC", "-XX:MaxGCPauseMillis=20",
            "-XX:InitiatingHeapOccupancyPercent=35", "-XX:+ExplicitGCInvokesConcurrent", "-Djava.awt.headless=true",

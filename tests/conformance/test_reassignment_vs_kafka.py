@@ -112,12 +112,12 @@ def _controlled_shutdowns(cluster: ZkCluster) -> dict[str, Any]:
     """ControlledShutdown v3 as a stopping broker sends it, raw: to a broker that is not the controller, for a
     broker id that does not exist, with a stale broker epoch, then a real one (the broker's epoch is its
     registration znode's czxid): each answer's error and remaining partitions, and afterwards whether each partition
-    is led by the leaving broker or one that stays (which broker is the controller, and so which one leaves, may
-    differ)."""
+    is led by the leaving broker or one that stays (broker 2 leaves on both, whichever broker is the controller)."""
     from broker.cluster.controller_channel import PeerConnection
     from kafka_protocol.controller_schemas import ControlledShutdownRequest
     controller = cluster.controller()
-    other, leaving = [b for b in sorted(cluster.brokers) if b != controller][:2]
+    leaving = 2           # the only replica of moved-2 after PLAN: on both clusters, whichever is the controller
+    other = next(b for b in sorted(cluster.brokers) if b != controller)
     zk = KazooClient(hosts=cluster.zookeeper.connect + cluster.chroot)
     zk.start(timeout=15)
     try:

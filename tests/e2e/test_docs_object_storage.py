@@ -64,8 +64,9 @@ def test_the_object_storage_page_runs_as_written(tmp_path):
                     outputs[re.sub(r" --.*", "", command)] = proc.stdout
         segments = outputs[f"ls {tmp_path / 'tiered'}/clicks-0/*.log"].split()
         # local.retention.bytes (2 MiB) and at most one segment more: how many files that is depends on how full
-        # the producer's batches left each segment (on a busy machine, bigger batches roll them earlier)
-        assert segments and sum(Path(s).stat().st_size for s in segments) <= 3 * 2**20, segments
+        # the producer's batches left each segment (on a busy machine, bigger batches roll them earlier); a
+        # segment listed may have gone since (its upload done, local retention deleted it): it holds nothing
+        assert segments and sum(_size(s) for s in segments) <= 3 * 2**20, segments
         assert min(int(Path(s).stem) for s in segments) > 50_000, "most of the topic is only in the bucket"
         assert re.search(r"\b100000 records\b", outputs["pylog perf consume"]), outputs["pylog perf consume"]
         status = outputs["pylog job status batch_load"]
@@ -80,3 +81,10 @@ def test_the_object_storage_page_runs_as_written(tmp_path):
                     proc.wait(30)
                 except subprocess.TimeoutExpired:
                     os.killpg(proc.pid, signal.SIGKILL)
+
+
+def _size(path: str) -> int:
+    try:
+        return Path(path).stat().st_size
+    except FileNotFoundError:
+        return 0
