@@ -49,7 +49,7 @@ import queue
 import threading
 import time
 import uuid
-from dataclasses import replace
+from dataclasses import dataclass, field, replace
 from functools import partial
 from typing import Any, Callable, Mapping
 
@@ -99,6 +99,31 @@ def request_topic_deletion(zk: ZkClient, topic: str) -> None:
         zk.kazoo.create(zk_layout.delete_topic_path(topic), b"")
     except NodeExistsError:
         pass
+
+
+@dataclass
+class _TopicPlan:
+    """One topic's writes in `_update_topics`: states to create, states to update (with the version read), the
+    states before an update, the partitions left as they are, and missing parent znodes."""
+    topic: str
+    assignment: TopicAssignment
+    creates: list[tuple[int, PartitionState]] = field(default_factory=list)
+    updates: list[tuple[int, PartitionState, int]] = field(default_factory=list)
+    before: dict[int, PartitionState] = field(default_factory=dict)
+    current: dict[tuple[str, int], PartitionInfo] = field(default_factory=dict)
+    parents: list[str] = field(default_factory=list)
+
+    @property
+    def writes(self) -> bool:
+        return bool(self.creates or self.updates)
+
+    def build(self, tx: Any) -> None:
+        for parent in self.parents:
+            tx.create(parent, b"")
+        for p, state in self.creates:
+            tx.create(zk_layout.partition_state_path(self.topic, p), state.encode())
+        for p, state, version in self.updates:
+            tx.set_data(zk_layout.partition_state_path(self.topic, p), state.encode(), version)
 
 
 class ClusterController:
@@ -469,16 +494,16 @@ class ClusterController:
         """Bring every partition of `topics` in line with the live brokers, in one fenced write per topic (with
         `preferred`, preferred leaders too: for the partitions `only` names, or all)."""
         infos: dict[tuple[str, int], PartitionInfo] = {}
-        for topic in topics:
-            for attempt in range(5):
-                try:
-                    infos.update(self._update_topic(topic, preferred, only))
-                    break
-                except BadVersionError:
-                    # a leader changed an ISR between our read and our write: read again
-                    log.debug("partition state of %s changed under the controller (attempt %d)", topic, attempt + 1)
-            else:
-                log.warning("gave up bringing %s's partition states in line after 5 conflicting writes", topic)
+        pending = list(topics)
+        for attempt in range(5):
+            done, pending = self._update_topics(pending, preferred, only, fresh=attempt > 0)
+            infos.update(done)
+            if not pending:
+                break
+            # a leader changed an ISR between our read and our write: read those topics again
+            log.debug("partition states of %s changed under the controller (attempt %d)", pending, attempt + 1)
+        else:
+            log.warning("gave up bringing %s's partition states in line after 5 conflicting writes", pending)
         # one LeaderAndIsr per broker and one UpdateMetadata per broker for every topic of the event (Kafka's
         # ControllerBrokerRequestBatch): a broker applies each request to its whole view, so one per topic made a
         # failover of T topics cost each broker T passes over every partition it holds
@@ -778,70 +803,109 @@ class ClusterController:
 
     def _update_topic(self, topic: str, preferred: bool, only: set[int] | None = None,
                       unclean: bool | None = None) -> dict[tuple[str, int], PartitionInfo]:
-        """Write the next state of every partition of `topic` that needs one (one fenced multi); every partition's
-        state as it now stands, for the caller to publish."""
+        """`_update_topics` for one topic; BadVersionError when a leader's ISR write won the race."""
+        infos, conflicted = self._update_topics([topic], preferred, only, unclean, fresh=True)
+        if conflicted:
+            raise BadVersionError()
+        return infos
+
+    def _update_topics(self, topics: list[str], preferred: bool, only: set[int] | None = None,
+                       unclean: bool | None = None, fresh: bool = False
+                       ) -> tuple[dict[tuple[str, int], PartitionInfo], list[str]]:
+        """Write the next state of every partition of `topics` that needs one, one fenced multi per topic, as
+        Kafka's controller does from its own cache: a partition's state and znode version are the ones this
+        controller last wrote or read (`_known`), read from ZooKeeper only when it has none (or with `fresh`); a
+        cached version that a leader's ISR write has since moved fails the multi (BadVersionError) and that topic
+        is read again. Every read is sent at once, then every topic's multi before any answer is awaited, so
+        ZooKeeper commits them together (one at a time, each read and waited for, a broker's loss in a 100-topic
+        cluster took the controller 6.5 s). Returns every partition's state as it now stands, for the caller to
+        publish, and the topics to read again."""
         token = self._token
         if token is None:
-            return {}
+            return {}, []
         kazoo = self.zk.kazoo
-        assignment = self._assignments.get(topic)
-        if assignment is None:
-            return {}
-        creates: list[tuple[int, PartitionState]] = []
-        updates: list[tuple[int, PartitionState, int]] = []
-        before: dict[int, PartitionState] = {}
-        current_infos: dict[tuple[str, int], PartitionInfo] = {}
-        # every partition's state read at once (pipelined): one round trip per topic, not per partition
-        reads = {p: kazoo.get_async(zk_layout.partition_state_path(topic, p)) for p in assignment.partitions}
         timeout_s = self.zk.session_timeout_ms / 1000.0
+        current: list[tuple[str, TopicAssignment, dict[int, Any]]] = []
+        for topic in topics:
+            assignment = self._assignments.get(topic)
+            if assignment is None:
+                continue
+            states: dict[int, Any] = {}
+            for p, replicas in assignment.partitions.items():
+                info = None if fresh else self._known.get((topic, p))
+                if info is not None and info.replicas == tuple(replicas) and info.topic_id == assignment.topic_id:
+                    states[p] = info
+                else:
+                    states[p] = kazoo.get_async(zk_layout.partition_state_path(topic, p))
+            current.append((topic, assignment, states))
+        plans = [self._plan_topic(token, topic, assignment, states, preferred, only, unclean, timeout_s)
+                 for topic, assignment, states in current]
+        commits = [(plan, self.election.commit_fenced_async(token, plan.build)) for plan in plans if plan.writes]
+        infos: dict[tuple[str, int], PartitionInfo] = {}
+        conflicted: list[str] = []
+        for plan in plans:
+            if not plan.writes:
+                infos.update(plan.current)
+        for plan, pending in commits:
+            try:
+                self.election.fenced_results(token, pending)
+            except BadVersionError:
+                conflicted.append(plan.topic)
+                continue
+            except NoNodeError:
+                if not kazoo.exists(zk_layout.topic_path(plan.topic)):      # deleted meanwhile
+                    self._assignments.pop(plan.topic, None)
+                    continue
+                conflicted.append(plan.topic)     # a state cached for a znode that is gone: read again
+                continue
+            infos.update(self._written(plan))
+        return infos, conflicted
+
+    def _plan_topic(self, token: ControllerToken, topic: str, assignment: TopicAssignment, states: Mapping[int, Any],
+                    preferred: bool, only: set[int] | None, unclean: bool | None, timeout_s: float) -> "_TopicPlan":
+        """The next state of each partition of `topic` from its current one (`states`: a cached PartitionInfo or a
+        pending read, per partition)."""
+        plan = _TopicPlan(topic, assignment)
         for p, replicas in sorted(assignment.partitions.items()):
             try:
-                data, stat = reads[p].get(timeout=timeout_s)
-                current = PartitionState.decode(topic, p, data)
+                known = states[p]
+                if isinstance(known, PartitionInfo):
+                    current, version = known.state, known.zk_version
+                else:
+                    data, stat = known.get(timeout=timeout_s)
+                    current, version = PartitionState.decode(topic, p, data), stat.version
             except NoNodeError:
-                creates.append((p, initial_state(replicas, self._live - self._shutting_down or self._live,
-                                                 token.epoch)))
+                plan.creates.append((p, initial_state(replicas, self._live - self._shutting_down or self._live,
+                                                      token.epoch)))
                 continue
             new = next_state(replicas, current, self._live, self._shutting_down, token.epoch,
                              self.unclean if unclean is None else unclean,
                              preferred and (only is None or p in only))
             if new != current:
-                updates.append((p, new, stat.version))
-                before[p] = current
+                plan.updates.append((p, new, version))
+                plan.before[p] = current
             else:
-                current_infos[(topic, p)] = PartitionInfo(current, stat.version, tuple(replicas), assignment.topic_id)
-        if not creates and not updates:
-            return current_infos
+                plan.current[(topic, p)] = PartitionInfo(current, version, tuple(replicas), assignment.topic_id)
+        if plan.creates:
+            kazoo = self.zk.kazoo
+            base = f"{zk_layout.TOPICS}/{topic}/partitions"
+            plan.parents = ([base] if not kazoo.exists(base) else []) + [
+                f"{base}/{p}" for p, _ in plan.creates if not kazoo.exists(f"{base}/{p}")]
+        return plan
 
-        base = f"{zk_layout.TOPICS}/{topic}/partitions"
-        parents = ([base] if creates and not kazoo.exists(base) else []) + [
-            f"{base}/{p}" for p, _ in creates if not kazoo.exists(f"{base}/{p}")]
-
-        def build(tx: Any) -> None:
-            for parent in parents:
-                tx.create(parent, b"")
-            for p, state in creates:
-                tx.create(zk_layout.partition_state_path(topic, p), state.encode())
-            for p, state, version in updates:
-                tx.set_data(zk_layout.partition_state_path(topic, p), state.encode(), version)
-
-        try:
-            self.election.commit_fenced(token, build)
-        except NoNodeError:
-            if not kazoo.exists(zk_layout.topic_path(topic)):      # deleted meanwhile
-                self._assignments.pop(topic, None)
-                return {}
-            raise
-        for p, state, _ in updates:
+    def _written(self, plan: "_TopicPlan") -> dict[tuple[str, int], PartitionInfo]:
+        """A topic's states once its multi is committed (logged, unclean elections counted)."""
+        topic, assignment = plan.topic, plan.assignment
+        for p, state, _ in plan.updates:
             log.info("%s-%d: leader %d, epoch %d, isr %s", topic, p, state.leader, state.leader_epoch,
                      list(state.isr))
-            if is_unclean(before[p], state):
+            if is_unclean(plan.before[p], state):
                 self.unclean_elections += 1
                 log.warning("%s-%d: unclean leader election: broker %d was not in the ISR %s; records the old ISR "
                             "acknowledged beyond broker %d's log end are lost (unclean.leader.election.enable)",
-                            topic, p, state.leader, list(before[p].isr), state.leader)
+                            topic, p, state.leader, list(plan.before[p].isr), state.leader)
         written = {(topic, p): PartitionInfo(state, 0, tuple(assignment.partitions[p]), assignment.topic_id)
-                   for p, state in creates}
+                   for p, state in plan.creates}
         written.update({(topic, p): PartitionInfo(state, version + 1, tuple(assignment.partitions[p]),
-                                                  assignment.topic_id) for p, state, version in updates})
-        return {**current_infos, **written}
+                                                  assignment.topic_id) for p, state, version in plan.updates})
+        return {**plan.current, **written}

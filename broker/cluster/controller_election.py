@@ -151,10 +151,18 @@ class ControllerElection:
         issued; any other failed operation raises its own kazoo error, and an answer that does not
         come within the session timeout KazooTimeoutError. Nothing is written then.
         """
+        return self.fenced_results(token, self.commit_fenced_async(token, build))
+
+    def commit_fenced_async(self, token: ControllerToken, build: Callable[[Any], None]) -> Any:
+        """`commit_fenced`'s transaction, sent without waiting: many can be in flight, and ZooKeeper commits them
+        together. `fenced_results` waits for one and raises as `commit_fenced` does."""
         tx = self.zk.kazoo.transaction()
         tx.check(zk_layout.CONTROLLER_EPOCH, token.epoch_zk_version)
         build(tx)
-        results = tx.commit_async().get(timeout=self.zk.session_timeout_ms / 1000.0)
+        return tx.commit_async()
+
+    def fenced_results(self, token: ControllerToken, pending: Any) -> list[Any]:
+        results = pending.get(timeout=self.zk.session_timeout_ms / 1000.0)
         if isinstance(results[0], (BadVersionError, NoNodeError)):
             raise ControllerMovedError(
                 f"broker {token.broker_id}'s controller epoch {token.epoch} is over; a newer controller was elected")
