@@ -278,3 +278,28 @@ def test_a_broker_leaving_is_published_as_one_request_of_each_kind_per_broker_no
     per_broker = {(b, kind): sent.count((b, kind)) for b, kind in set(sent)}
     assert per_broker.get((others[1], "leader_and_isr")) == 1, sent
     assert all(n <= 2 for n in per_broker.values()), per_broker   # UpdateMetadata: the partitions, the live set
+
+
+def test_a_broker_leaving_is_written_from_the_controllers_states_and_a_stale_one_is_read_again(zk_connect, zk_clients):
+    """The controller writes a broker's loss from the states it last wrote or read, as Kafka's controller context
+    does, not by reading every state again. A state changed behind its back (here an ISR shrink whose notification
+    never came) fails that topic's conditional write, and the topic is read again: the partition whose ISR no longer
+    holds the survivor goes offline keeping its last ISR member instead of electing a replica outside the ISR."""
+    members = start_cluster(zk_clients, zk_connect)
+    admin = zk_clients(zk_connect)
+    ctl = controller_of(members)
+    leaving, staying = [b for b in members if b != ctl.broker_id]
+    topics = [f"cached-{i}" for i in range(5)]
+    for t in topics:
+        admin.kazoo.create(f"/brokers/topics/{t}", TopicAssignment(t, {0: [leaving, staying], 1: [leaving, staying]}).encode())
+    wait_for(lambda: all(len(states(admin, t)) == 2 for t in topics), what="every partition state")
+    ctl.controller.wait_idle()
+    path = zk_layout.partition_state_path("cached-0", 0)
+    old = PartitionState.decode("cached-0", 0, admin.kazoo.get(path)[0])
+    admin.kazoo.set(path, PartitionState(leaving, old.leader_epoch, (leaving,), old.controller_epoch).encode())
+    members[leaving].zk.stop()
+    wait_for(lambda: all(s.leader != leaving for t in topics for s in states(admin, t).values()), timeout_s=15,
+             what=f"no partition led by broker {leaving}")
+    after = {(t, p): s for t in topics for p, s in states(admin, t).items()}
+    assert after[("cached-0", 0)].leader == -1 and after[("cached-0", 0)].isr == (leaving,), after[("cached-0", 0)]
+    assert all(s.leader == staying and s.isr == (staying,) for tp, s in after.items() if tp != ("cached-0", 0)), after
