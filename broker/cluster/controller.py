@@ -101,6 +101,16 @@ def request_topic_deletion(zk: ZkClient, topic: str) -> None:
         pass
 
 
+def _answer(done: "concurrent.futures.Future[Any]", work: Callable[[], Any]) -> None:
+    """Answer a request handler's future from the event thread with `work()`, whatever happens: its exception is
+    set on the future (the request gets an answer), then raised (the event thread logs it)."""
+    try:
+        done.set_result(work())
+    except Exception as e:   # noqa: BLE001
+        done.set_exception(e)
+        raise
+
+
 @dataclass
 class _TopicPlan:
     """One topic's writes in `_update_topics`: states to create, states to update (with the version read), the
@@ -274,11 +284,7 @@ class ClusterController:
 
     def _on_controlled_shutdown(self, arg: tuple[int, int, "concurrent.futures.Future[Any]"]) -> None:
         broker_id, broker_epoch, done = arg
-        try:
-            done.set_result(self._shut_down(broker_id, broker_epoch))
-        except Exception as e:   # noqa: BLE001 - the request gets an answer whatever happened here
-            done.set_exception(e)
-            raise
+        _answer(done, lambda: self._shut_down(broker_id, broker_epoch))
 
     def _shut_down(self, broker_id: int, broker_epoch: int) -> tuple[ErrorCode, list[tuple[str, int]]]:
         """Kafka's doControlledShutdown: BROKER_NOT_AVAILABLE for a broker not live, STALE_BROKER_EPOCH for a request
@@ -523,11 +529,7 @@ class ClusterController:
 
     def _on_elect(self, arg: tuple[list[tuple[str, int]] | None, bool, "concurrent.futures.Future[Any]"]) -> None:
         wanted, unclean, done = arg
-        try:
-            done.set_result(self._elect(wanted, unclean))
-        except Exception as e:   # noqa: BLE001 - the request gets an answer whatever happened here
-            done.set_exception(e)
-            raise
+        _answer(done, lambda: self._elect(wanted, unclean))
 
     def _elect(self, wanted: list[tuple[str, int]] | None, unclean: bool
                ) -> dict[tuple[str, int], tuple[ErrorCode, str | None]]:
@@ -610,13 +612,12 @@ class ClusterController:
     def _on_reassign(self, arg: tuple[dict[tuple[str, int], list[int] | None], "concurrent.futures.Future[Any]"]
                      ) -> None:
         wanted, done = arg
-        try:
+
+        def reassign() -> Any:
             # the latest request wins: partitions the API moves leave the ZooKeeper request (Kafka's rule)
             self._remove_from_zk_reassignment(lambda tp, _target: tp in wanted)
-            done.set_result(self._reassign(wanted))
-        except Exception as e:   # noqa: BLE001 - the request gets an answer whatever happened here
-            done.set_exception(e)
-            raise
+            return self._reassign(wanted)
+        _answer(done, reassign)
 
     def _on_zk_reassign(self, _: None) -> None:
         """`/admin/reassign_partitions` was created (by a ZooKeeper-era tool or script): start each move it asks
