@@ -7,8 +7,12 @@ produce` of --records records of 100 bytes (acks=1), then, once the uploads are 
 segment in the bucket and the disk down to its last 32 MiB), `pylog perf consume` of every record from offset 0:
 on the tiered topic nearly all of it comes from the bucket through the broker's remote read path.
 
+`--store dir` tiers to a local directory instead of MinIO (remote.log.storage.url a path): the broker's own cost
+of tiering (reading closed segments and writing them elsewhere), without an object store sharing the machine's
+cores.
+
 Usage:
-  .venv/bin/python bench/tiered_bench.py --records 1000000 --reps 3
+  .venv/bin/python bench/tiered_bench.py --records 1000000 --reps 3 [--store dir]
 """
 from __future__ import annotations
 
@@ -41,12 +45,13 @@ def _local_start(broker: BrokerProcess, topic: str) -> int:
     return min(int(f.stem) for f in (broker.data_dir / f"{topic}-0").glob("*.log"))
 
 
-def one(mode: str, rep: int, records: int, store: LocalObjectStore, work: Path) -> dict[str, Any]:
+def one(mode: str, rep: int, records: int, store: LocalObjectStore | None, work: Path) -> dict[str, Any]:
     tiered = mode == "on"
     settings: dict[str, object] = {"log.retention.check.interval.ms": 500}
     if tiered:
+        url = f"s3://bench/run-{rep}-{time.time_ns()}" if store is not None else str(work / f"remote-{rep}")
         settings.update({"remote.log.storage.system.enable": "true", "remote.log.manager.task.interval.ms": 500,
-                         "remote.log.storage.url": f"s3://bench/run-{rep}-{time.time_ns()}"})
+                         "remote.log.storage.url": url})
     broker = BrokerProcess(work / f"{mode}-{rep}", settings=settings).start()
     try:
         config = ["--config", "segment.bytes=16777216"]
@@ -73,11 +78,14 @@ def main() -> None:
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     p.add_argument("--records", type=int, default=1_000_000)
     p.add_argument("--reps", type=int, default=3)
+    p.add_argument("--store", choices=("minio", "dir"), default="minio",
+                   help="where tiered segments go: a MinIO on this machine (default) or a local directory")
     args = p.parse_args()
     work = Path(tempfile.mkdtemp(prefix="pylog-tiered-bench-"))
-    store = LocalObjectStore(work / "minio").start()
-    store.create_bucket("bench")
-    os.environ.update(store.env())
+    store = LocalObjectStore(work / "minio").start() if args.store == "minio" else None
+    if store is not None:
+        store.create_bucket("bench")
+        os.environ.update(store.env())
     results = []
     try:
         for rep in range(args.reps):
@@ -86,14 +94,15 @@ def main() -> None:
                 results.append(r)
                 print(json.dumps(r), flush=True)
     finally:
-        store.stop()
+        if store is not None:
+            store.stop()
     summary = {}
     for mode in ("off", "on"):
         rows = [r for r in results if r["mode"] == mode]
         summary[mode] = {"produce_mb_s": sorted(r["produce"].get("mb_per_sec", 0) for r in rows),
                          "consume_mb_s": sorted(r["consume"].get("mb_per_sec", 0) for r in rows)}
     print(json.dumps({"date": dt.datetime.now(dt.timezone.utc).isoformat(timespec="seconds"), "records": args.records,
-                      "summary": summary}))
+                      "store": args.store, "summary": summary}))
 
 
 if __name__ == "__main__":
