@@ -45,7 +45,7 @@ from broker.cluster.zk_client import ZkClient
 from broker.cluster.zk_security import ZkSecurity, zk_security
 from broker.cluster.topic_registry import TopicInfo
 from broker.cluster.zk_layout import BrokerRegistration, PartitionState, TopicAssignment
-from broker.security.inter_broker import PeerSecurity
+from broker.security.inter_broker import PeerSecurity, peer_address
 from kio.schema.types import BrokerId
 from kio.static.primitive import i64
 from kafka_protocol.security.client_login import AuthenticationError
@@ -330,8 +330,7 @@ class ClusterNode:
         registration = view.brokers.get(view.controller_id)
         if registration is None:
             return None, connection
-        host, port = self.peer_security.address(registration) if self.peer_security else \
-            (registration.host, registration.port)
+        host, port = peer_address(self.peer_security, registration)
         if connection is not None and (connection.host, connection.port) != (host, port):
             connection.close()
             connection = None

@@ -496,13 +496,15 @@ class ClusterController:
 
     # ------------------------------------------------------------ partition states
 
-    def _update_partitions(self, topics: list[str], preferred: bool = False, only: set[int] | None = None) -> None:
+    def _update_partitions(self, topics: list[str], preferred: bool = False, only: set[int] | None = None,
+                           unclean: bool | None = None) -> None:
         """Bring every partition of `topics` in line with the live brokers, in one fenced write per topic (with
-        `preferred`, preferred leaders too: for the partitions `only` names, or all)."""
+        `preferred`, preferred leaders too: for the partitions `only` names, or all; `unclean` overrides
+        unclean.leader.election.enable, as ElectLeaders UNCLEAN does)."""
         infos: dict[tuple[str, int], PartitionInfo] = {}
         pending = list(topics)
         for attempt in range(5):
-            done, pending = self._update_topics(pending, preferred, only, fresh=attempt > 0)
+            done, pending = self._update_topics(pending, preferred, only, unclean, fresh=attempt > 0)
             infos.update(done)
             if not pending:
                 break
@@ -571,12 +573,7 @@ class ClusterController:
                 else:
                     to_elect.add(p)
             if to_elect:
-                for attempt in range(5):
-                    try:
-                        self._publish(self._update_topic(topic, preferred=not unclean, only=to_elect, unclean=unclean))
-                        break
-                    except BadVersionError:
-                        continue
+                self._update_partitions([topic], preferred=not unclean, only=to_elect, unclean=unclean)
             for p in sorted(to_elect):
                 state = PartitionState.decode(topic, p, kazoo.get(zk_layout.partition_state_path(topic, p))[0])
                 elected = state.leader in eligible and (unclean or state.leader == replicas_of[p][0])
@@ -801,14 +798,6 @@ class ClusterController:
         for b, tps in sorted(replicas.items()):
             if b in self._live and tps:
                 channel.send(b, partial(stop_replica, stamp, partitions=tps, delete=True))
-
-    def _update_topic(self, topic: str, preferred: bool, only: set[int] | None = None,
-                      unclean: bool | None = None) -> dict[tuple[str, int], PartitionInfo]:
-        """`_update_topics` for one topic; BadVersionError when a leader's ISR write won the race."""
-        infos, conflicted = self._update_topics([topic], preferred, only, unclean, fresh=True)
-        if conflicted:
-            raise BadVersionError()
-        return infos
 
     def _update_topics(self, topics: list[str], preferred: bool, only: set[int] | None = None,
                        unclean: bool | None = None, fresh: bool = False

@@ -10,13 +10,15 @@ from __future__ import annotations
 
 import logging
 import os
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
+from typing import TypeVar
 
 from broker.log.constants import TMP_SUFFIX
 
 log = logging.getLogger(__name__)
+T = TypeVar("T")
 
 
 def fsync_dir(directory: Path) -> None:
@@ -27,21 +29,31 @@ def fsync_dir(directory: Path) -> None:
         os.close(fd)
 
 
-def atomic_write(path: Path, data: bytes, *, durable: bool = True, mode: int = 0o644) -> None:
-    """Replace `path` with `data` atomically; with `durable`, fsync the file and its directory. The file
-    has `mode` from its first byte (0o600 for secrets)."""
-    tmp = path.with_name(path.name + TMP_SUFFIX)
-    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, mode)
+def _write_temp(path: Path, data: bytes, mode: int) -> int:
+    """`data` written to `path`'s temp name, mode `mode` from its first byte (0o600 for secrets: an earlier leftover
+    temp file keeps its mode otherwise); the open descriptor, for the caller to fsync and close."""
+    fd = os.open(path.with_name(path.name + TMP_SUFFIX), os.O_WRONLY | os.O_CREAT | os.O_TRUNC, mode)
     try:
-        os.fchmod(fd, mode)     # an earlier leftover temp file keeps its mode otherwise
+        os.fchmod(fd, mode)
         view = memoryview(data)
         while view:
             view = view[os.write(fd, view):]
+    except BaseException:
+        os.close(fd)
+        raise
+    return fd
+
+
+def atomic_write(path: Path, data: bytes, *, durable: bool = True, mode: int = 0o644) -> None:
+    """Replace `path` with `data` atomically; with `durable`, fsync the file and its directory. The file
+    has `mode` from its first byte (0o600 for secrets)."""
+    fd = _write_temp(path, data, mode)
+    try:
         if durable:
             os.fsync(fd)
     finally:
         os.close(fd)
-    os.replace(tmp, path)
+    os.replace(path.with_name(path.name + TMP_SUFFIX), path)
     if durable:
         fsync_dir(path.parent)
 
@@ -50,15 +62,16 @@ _SYNC_THREADS = 16
 _sync_pool: ThreadPoolExecutor | None = None
 
 
-def _fsync_all(fds: Sequence[int]) -> None:
+def _each(sync: Callable[[T], None], items: Sequence[T]) -> None:
+    """`sync(item)` for every item, from a few threads at once when there are more than a handful."""
     global _sync_pool
-    if len(fds) < 4:
-        for fd in fds:
-            os.fsync(fd)
+    if len(items) < 4:
+        for item in items:
+            sync(item)
         return
     if _sync_pool is None:
         _sync_pool = ThreadPoolExecutor(_SYNC_THREADS, thread_name_prefix="fsync")
-    for _ in _sync_pool.map(os.fsync, fds):
+    for _ in _sync_pool.map(sync, items):
         pass
 
 
@@ -69,26 +82,14 @@ def atomic_write_many(files: Sequence[tuple[Path, bytes]], *, mode: int = 0o644)
     fds: list[int] = []
     try:
         for path, data in files:
-            tmp = path.with_name(path.name + TMP_SUFFIX)
-            fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, mode)
-            fds.append(fd)
-            os.fchmod(fd, mode)
-            view = memoryview(data)
-            while view:
-                view = view[os.write(fd, view):]
-        _fsync_all(fds)
+            fds.append(_write_temp(path, data, mode))
+        _each(os.fsync, fds)
     finally:
         for fd in fds:
             os.close(fd)
     for path, _ in files:
         os.replace(path.with_name(path.name + TMP_SUFFIX), path)
-    directories = sorted({str(path.parent) for path, _ in files})
-    dir_fds = [os.open(d, os.O_RDONLY) for d in directories]
-    try:
-        _fsync_all(dir_fds)
-    finally:
-        for fd in dir_fds:
-            os.close(fd)
+    _each(fsync_dir, sorted({path.parent for path, _ in files}))
 
 
 def remove_quietly(path: Path) -> None:

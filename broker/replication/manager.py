@@ -60,7 +60,7 @@ from broker.replication.leader_state import LeaderState
 from broker.replication.quota import UNLIMITED, ReplicationQuota, is_throttled, parse_throttled_replicas
 from broker.replication.read_replica import NO_PREFERENCE, preferred_read_replica
 from broker.replication.replica_fetcher import FetcherSettings, FollowedPartition, ReplicaFetcher, TieredRestore
-from broker.security.inter_broker import PeerSecurity
+from broker.security.inter_broker import PeerSecurity, peer_address
 
 log = logging.getLogger(__name__)
 
@@ -318,7 +318,7 @@ class Replication:
         if reg is None:
             return
         fetcher = self.fetchers.get(role.leader_id)
-        address = self._fetcher_settings.security.address(reg) if self._fetcher_settings.security else (reg.host, reg.port)
+        address = peer_address(self._fetcher_settings.security, reg)
         if fetcher is not None and fetcher.address != address:
             asyncio.get_running_loop().create_task(fetcher.stop())
             fetcher = None

@@ -42,6 +42,12 @@ class PeerSecurity:
         return time.monotonic() + 0.85 * lifetime_ms / 1000.0 if lifetime_ms > 0 else None
 
 
+def peer_address(security: PeerSecurity | None, registration: BrokerRegistration) -> tuple[str, int]:
+    """Where this broker connects to a peer: its inter-broker endpoint, or its registered host and port when the
+    peers talk PLAINTEXT without a named listener (`security` None)."""
+    return security.address(registration) if security is not None else (registration.host, registration.port)
+
+
 def peer_security(cfg: BrokerConfig, listener: Listener) -> PeerSecurity:
     """The security of connections to the peers' `listener` (the inter-broker one)."""
     if listener.protocol == "PLAINTEXT":
