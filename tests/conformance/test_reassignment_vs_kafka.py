@@ -47,6 +47,23 @@ def _states(cluster: ZkCluster) -> dict[str, Any]:
             for p, m in sorted(md.topics[t].partitions.items())}
 
 
+def _zk_leaders(cluster: ZkCluster) -> dict[str, tuple[list[int], int]]:
+    """ISR and leader of each partition of LAYOUT as the controller wrote them in ZooKeeper (Kafka's layout, which
+    pylog's cluster mode keeps): what the controller decided, whatever a broker's metadata has learnt yet."""
+    zk = KazooClient(hosts=cluster.zookeeper.connect + cluster.chroot)
+    zk.start(timeout=15)
+    try:
+        states = {}
+        for topic, replicas in LAYOUT.items():
+            for p in range(len(replicas)):
+                state = json.loads(zk.get(f"/brokers/topics/{topic}/partitions/{p}/state")[0])
+                states[f"{topic}-{p}"] = (sorted(state["isr"]), state["leader"])
+        return states
+    finally:
+        zk.stop()
+        zk.close()
+
+
 def _settled(cluster: ZkCluster) -> bool:
     """Every partition of LAYOUT known, each with its whole replica set in sync."""
     states = _states(cluster)
@@ -139,11 +156,12 @@ def _controlled_shutdowns(cluster: ZkCluster) -> dict[str, Any]:
            "shutdown: a broker that does not exist": ask(controller, 9, -1),
            "shutdown: a stale broker epoch": ask(controller, leaving, epoch - 1),
            "shutdown": ask(controller, leaving, epoch)}
-    wait_for(lambda: all(leader != leaving for _, isr, leader in _states(cluster).values() if len(isr) > 1), 30,
+    # read from ZooKeeper, the controller's record on both: a broker's metadata may lag the controller's moves
+    wait_for(lambda: all(leader != leaving for isr, leader in _zk_leaders(cluster).values() if len(isr) > 1), 30,
              f"no partition with another replica in sync led by broker {leaving}")
     # a partition whose only replica is the leaving broker keeps it as leader, on both
     out["shutdown: who leads each partition"] = {tp: "the leaving broker" if leader == leaving else "one that stays"
-                                                 for tp, (_, _, leader) in _states(cluster).items()}
+                                                 for tp, (_, leader) in _zk_leaders(cluster).items()}
     return out
 
 
