@@ -229,6 +229,7 @@ class DeltaStreamWriter(DataSourceStreamArrowWriter):
 
     def commit(self, messages: list, batchId: int) -> None:
         position = kafka_position(self.opts.checkpoint, batchId) if self.opts.checkpoint else None
+        faults.before_delta_commit(batchId)
         commit_batch(BatchCommit(self.opts.path, self.opts.app_id, batchId, _files_of(messages), self.schema,
                                  self.generation, position.offsets if position else None,
                                  position.start if position else None, self.opts.partition_by,
@@ -259,11 +260,13 @@ class DeltaBatchWriter(DataSourceArrowWriter):
         return _write(self.opts, iterator, self.opts.write_id)
 
     def commit(self, messages: list) -> None:
+        faults.before_delta_commit(self.batch_id)
         commit_batch(BatchCommit(self.opts.path, self.opts.app_id, self.batch_id, _files_of(messages), self.schema,
                                  self.opts.generation, self.opts.offsets, self.opts.start_offsets, self.opts.partition_by,
                                  self.opts.merge_schema, mode="overwrite" if self.overwrite else "append",
                                  topic_ids=self.opts.topic_ids, read_version=self.opts.read_version,
                                  run_id=self.opts.run_id))
+        faults.after_delta_commit(self.batch_id)
 
     def abort(self, messages: list) -> None:
         # the files of tasks that failed or were cancelled are in no message: found by the write's id

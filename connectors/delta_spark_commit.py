@@ -30,7 +30,7 @@ import time
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
-from connectors import contiguity
+from connectors import contiguity, faults
 from connectors.delta_commit import MAX_COMMIT_ATTEMPTS, batch_name, commit_metadata, prepare_table
 from connectors.errors import CommitConflictError, FencedError, SchemaMismatchError
 from connectors.keyed_merge import (
@@ -237,6 +237,7 @@ def commit_with_delta_spark(spark: Any, rows: Any, b: SparkBatch) -> bool:
             now = j.some(int(time.time() * 1000))
             for app, v in batch_txns(b.app_id, b.generation, b.batch_id, b.end_offsets, b.topic_ids, version).items():
                 txn.updateSetTransaction(app, v, now)
+            faults.before_delta_commit(b.batch_id)
             try:
                 committed = int(txn.commit(j.seq(actions), j.operation(b, partition_by), j.string_map(tags)))
             except Exception as e:  # noqa: BLE001 - Py4J wraps delta-spark's conflict error
@@ -248,6 +249,7 @@ def commit_with_delta_spark(spark: Any, rows: Any, b: SparkBatch) -> bool:
             log.info("Delta table %s: committed %s of %s (delta-spark %s) as version %d, offsets %s",
                      b.table_path, batch_name(b.batch_id, b.generation), b.app_id, b.mode, committed,
                      tags.get("pylog.offsets", "-"))
+            faults.after_delta_commit(b.batch_id)
             return True
     finally:
         if data is not rows and b.mode == "merge":

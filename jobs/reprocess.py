@@ -23,6 +23,7 @@ import logging
 from typing import Any
 
 from kafka_protocol.timestamps import parse_instant_ms
+from connectors import faults
 from connectors.delta_commit import claim_generation
 from connectors.table_location import TableLocation
 from connectors.delta_sink import arrow_schema, writer_options
@@ -150,6 +151,7 @@ def _rebuild(cfg: JobConfig, record: JobRun, mode: str) -> int:
     partition_by = cfg.list("sink.partition.by")
     claim = claim_generation(target, app_id, arrow_schema(table_columns(rows).schema), partition_by,
                              starts=lambda _state: starts, topic_ids=live.topic_ids)
+    faults.after_claim(0)
     log.info("reprocessing %d records of %s from %s to %s into %s (%s, generation %s, table version %d)", records,
              ",".join(topics), to_json(starts), to_json(ends), target, mode, claim.generation, claim.table_version)
     with progress:

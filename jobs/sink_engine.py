@@ -11,7 +11,6 @@ import logging
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
-from connectors import faults
 from connectors.delta_spark_commit import SparkBatch, commit_with_delta_spark
 from connectors.keyed_merge import TOMBSTONE, latest_per_key
 from connectors.spark_checkpoint import kafka_position
@@ -112,4 +111,3 @@ class DeltaSparkStreamWriter:
             self.table, self.app_id, batch_id, self.generation, position.offsets if position else None,
             position.topic_ids if position else {}, self.partition_by, self.merge_schema, self.choice.mode,
             self.choice.merge_keys, start_offsets=position.start if position else None, run_id=self.run_id))
-        faults.after_delta_commit(batch_id)

@@ -2,11 +2,16 @@
 
 Each point SIGKILLs the job's whole process group (PYLOG_JOB_PGID, set by `pylog job`) when its
 variable names the batch at hand:
+- PYLOG_FAULT_KILL_AFTER_CLAIM=<batch id>: a rebuild (`pylog job reprocess`, its one batch is 0) has
+  claimed its generation in the table and written nothing else yet: planned (connectors.faults);
+- PYLOG_FAULT_KILL_BEFORE_DELTA_COMMIT=<batch id>: the batch's data files are written, its Delta commit
+  is not made: written (the pylog-delta sink and the delta-spark commit);
 - PYLOG_FAULT_KILL_AFTER_DELTA_COMMIT=<batch id>: right after the Delta commit of that batch, before
-  Spark writes its own commit log entry (connectors.delta_sink);
+  Spark writes its own commit log entry (or a batch job records its run): committed;
 - PYLOG_FAULT_KILL_AFTER_TXN_COMMIT=<batch id>: right after the exactly-once topic sink committed the
   batch's transactions, before Spark's commit log entry (sparklog.exactly_once_sink).
-These are the windows where only the destination knows the batch is done, which exactly-once must survive.
+The last two are the windows where only the destination knows the batch is done, which exactly-once must
+survive; the first two leave a claim or written files that no reader may count as data.
 """
 from __future__ import annotations
 

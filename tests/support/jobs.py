@@ -27,8 +27,13 @@ REPO = Path(__file__).resolve().parents[2]
 JOB_JVM_OPTS = "-XX:TieredStopAtLevel=1 -XX:+UseSerialGC"
 
 
-def produce_events(bootstrap: str, topic: str, start: int, count: int, timestamp_of=None) -> None:
-    p = Producer({"bootstrap.servers": bootstrap, "linger.ms": 5, "enable.idempotence": True})
+def produce_events(bootstrap: str, topic: str, start: int, count: int, timestamp_of=None,
+                   conf: dict[str, object] | None = None) -> None:
+    """Events `start`..`start + count - 1` as JSON values keyed k<i>, every one acknowledged (a delivery error
+    fails the test: flush() counts a failed record as done)."""
+    errors: list[str] = []
+    p = Producer({"bootstrap.servers": bootstrap, "linger.ms": 5, "enable.idempotence": True, **(conf or {}),
+                  "on_delivery": lambda err, _msg: err and errors.append(str(err))})
     for i in range(start, start + count):
         kw = {"timestamp": timestamp_of(i)} if timestamp_of else {}
         p.produce(topic, key=f"k{i}".encode(), value=json.dumps({"event_id": str(i), "user_id": "u", "type": "t",
@@ -36,6 +41,7 @@ def produce_events(bootstrap: str, topic: str, start: int, count: int, timestamp
         if i % 1000 == 0:
             p.poll(0)
     assert p.flush(30) == 0
+    assert not errors, f"{len(errors)} records not delivered: {errors[0]}"
 
 
 def stream_settings(bootstrap: str, tmp: Path, app_id: str, per_trigger: int, **extra: object) -> dict[str, object]:
