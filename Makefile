@@ -64,6 +64,20 @@ $(STAMPS)/jars-delta-spark: jvm/delta-spark.xml $(STAMPS)/jars-kafka-broker
 	mvn -q -f jvm/delta-spark.xml dependency:copy-dependencies -DoutputDirectory=$(CURDIR)/$(JARS)/delta-spark -DincludeScope=runtime
 	@touch $@
 
+# Spark's S3 file system (S3A, jvm/hadoop-aws.xml) for delta-spark on s3:// tables, and pylog's conditional-write
+# log store for it compiled against those jars into the same folder (jobs/spark_session.py); after delta-spark's
+# jars for the same reason as they follow Kafka's
+LOGSTORE_SOURCES := $(wildcard jvm/src/pylog/delta/*.java)
+$(STAMPS)/jars-hadoop-aws: jvm/hadoop-aws.xml $(LOGSTORE_SOURCES) $(STAMPS)/jars-delta-spark $(STAMPS)/venv
+	@mkdir -p $(STAMPS)
+	rm -rf $(JARS)/hadoop-aws
+	@echo "make: fetching hadoop-aws and the AWS SDK bundle from Maven Central (690 MB, once per machine)"
+	mvn -q -f jvm/hadoop-aws.xml dependency:copy-dependencies -DoutputDirectory=$(CURDIR)/$(JARS)/hadoop-aws -DincludeScope=runtime
+	@tmp=$$(mktemp -d) && sparkjars=$$($(PY) -c 'import pyspark, os; print(os.path.join(os.path.dirname(pyspark.__file__), "jars"))') && \
+		javac -nowarn -encoding UTF-8 -d $$tmp -cp "$$sparkjars/*:$(JARS)/delta-spark/*:$(JARS)/hadoop-aws/*" $(LOGSTORE_SOURCES) && \
+		jar cf $(JARS)/hadoop-aws/pylog-delta-logstore.jar -C $$tmp . && rm -rf $$tmp
+	@touch $@
+
 # Apache Kafka's broker (test peer): jars from Maven Central into the same cache
 $(STAMPS)/jars-kafka-broker: jvm/kafka-broker.xml
 	@mkdir -p $(STAMPS)
@@ -123,7 +137,7 @@ minio-background:
 
 # after the install, the type check, the Maven jars and the class archive side by side (they need only the venv)
 test: minio-background install
-	@$(MAKE) --no-print-directory -j3 typecheck $(STAMPS)/jars-delta-spark $(STAMPS)/spark-classes
+	@$(MAKE) --no-print-directory -j3 typecheck $(STAMPS)/jars-hadoop-aws $(STAMPS)/spark-classes
 	$(PY) -m pytest -q -p no:cacheprovider $(PYTEST_ARGS)
 
 typecheck: $(STAMPS)/venv

@@ -42,6 +42,7 @@ from connectors.keyed_merge import (
     with_file_names,
 )
 from connectors.errors import NotContiguousError
+from connectors.table_location import TableLocation, TableRef
 from connectors.offset_txns import batch_txns, generation_app_id, marker_app_id, offset_app_id
 from sparklog.offsets import PartitionOffsets
 
@@ -52,7 +53,7 @@ _CONFLICT = "org.apache.spark.sql.delta.DeltaConcurrentModificationException"
 
 @dataclass
 class SparkBatch:
-    table_path: str
+    table_path: TableRef                  # pylog reads it with its store's options; Spark gets its URI (`uri`)
     app_id: str
     batch_id: int
     generation: int | None = 0            # None: a batch write (its own marker, no fence)
@@ -65,6 +66,11 @@ class SparkBatch:
     read_version: int | None = None   # overwrite: the version whose files it replaces (None: the latest)
     start_offsets: PartitionOffsets | None = None   # required with end_offsets: what contiguity checks
     run_id: str | None = None   # the job run making the commit (jobs.run_history reads its commits back by it)
+
+    @property
+    def uri(self) -> str:
+        """The table as Spark names it."""
+        return TableLocation.of(self.table_path).uri
 
 
 class _Jvm:
@@ -128,7 +134,7 @@ def _actions(j: _Jvm, txn: Any, rows: Any, b: SparkBatch, columns: list[str]) ->
     files = j.items(txn.filterFiles())   # reads the whole table: concurrent changes to it conflict
     if b.mode == "overwrite":
         return [f.remove() for f in files] + j.items(txn.writeFiles(rows.select(*columns)._jdf))
-    target = with_file_names(j.spark.read.format("delta").option("versionAsOf", txn.readVersion()).load(b.table_path))
+    target = with_file_names(j.spark.read.format("delta").option("versionAsOf", txn.readVersion()).load(b.uri))
     touched = touched_files(target, rows, b.merge_keys)
     replaced = [f.remove() for f in files if file_name(f.path()) in touched]
     written = j.items(txn.writeFiles(rewritten_rows(target, rows, b.merge_keys, touched, columns)._jdf))
@@ -184,7 +190,7 @@ def _check_contiguous(txn: Any, b: SparkBatch) -> None:
         if v >= 0:
             offsets[tp] = v
     ids = app_state(b.table_path, b.app_id, version).topic_ids if version >= 0 else {}
-    contiguity.check(b.table_path, version, b.app_id, batch_name(b.batch_id, b.generation),
+    contiguity.check(str(b.table_path), version, b.app_id, batch_name(b.batch_id, b.generation),
                      contiguity.Batch(b.start_offsets, b.end_offsets or {}, b.topic_ids),
                      contiguity.Stored(offsets, ids))
 
@@ -217,7 +223,7 @@ def commit_with_delta_spark(spark: Any, rows: Any, b: SparkBatch) -> bool:
     data = _prepared_rows(rows, b)
     columns = _table_columns(rows)
     j = _Jvm(spark)
-    delta_log = j.jvm.org.apache.spark.sql.delta.DeltaLog.forTable(spark._jsparkSession, b.table_path)
+    delta_log = j.jvm.org.apache.spark.sql.delta.DeltaLog.forTable(spark._jsparkSession, b.uri)
     tags = {"pylog.engine": "delta-spark", "pylog.mode": b.mode}
     if b.mode == "merge":
         tags["pylog.mergeKey"] = json.dumps(b.merge_keys)

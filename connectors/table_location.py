@@ -8,8 +8,10 @@
     AWS_ACCESS_KEY_ID, AWS_SECRET_ACCESS_KEY, AWS_SESSION_TOKEN, AWS_REGION, delta-rs's AWS_ALLOW_HTTP, ...)
     overridden by explicit ones (a job's `sink.storage.*`, the sink's `storage.*`), in delta-rs's names;
   - exactly-once on S3: Delta's commit is a put-if-absent of the next version's file, which S3 gives only
-    with its conditional writes; unless the user chose delta-rs's DynamoDB locking provider (or its unsafe
-    rename), `aws_conditional_put=etag` is set, so two writers of one version cannot both succeed;
+    with its conditional writes; unless the user chose delta-rs's unsafe rename, `aws_conditional_put=etag` is
+    set, so two writers of one version cannot both succeed (delta-rs 1.x dropped its DynamoDB locking: a table
+    naming it is refused rather than left without any safety);
+  - the same store for Hadoop's S3A, delta-spark's way to S3 (`hadoop_s3a_conf()`);
   - the same store for delta-rs (`delta()`, `storage_options()`) and for the files pylog reads and writes
     itself (Parquet data files, the log reader, orphan removal) through one pyarrow FileSystem.
 Picklable: the sink hands it to its executors inside its options.
@@ -34,7 +36,7 @@ ENV_KEYS = ("AWS_ENDPOINT_URL", "AWS_ENDPOINT", "AWS_ACCESS_KEY_ID", "AWS_SECRET
             "AWS_REGION", "AWS_DEFAULT_REGION", "AWS_ALLOW_HTTP", "AWS_VIRTUAL_HOSTED_STYLE_REQUEST",
             "AWS_CONDITIONAL_PUT", "AWS_S3_LOCKING_PROVIDER", "AWS_S3_ALLOW_UNSAFE_RENAME", "DELTA_DYNAMO_TABLE_NAME")
 # the choices of how a commit is made safe on S3; without one, conditional writes are used
-COMMIT_SAFETY_KEYS = ("aws_conditional_put", "aws_s3_locking_provider", "aws_s3_allow_unsafe_rename")
+COMMIT_SAFETY_KEYS = ("aws_conditional_put", "aws_s3_allow_unsafe_rename")
 DEFAULT_REGION = "us-east-1"
 
 
@@ -90,6 +92,11 @@ class TableLocation:
             return {}
         out = {k.lower(): os.environ[k] for k in ENV_KEYS if os.environ.get(k)}
         out.update(dict(self.options))
+        if out.get("aws_s3_locking_provider"):
+            # deltalake 1.x logs an error and goes on without it: no commit safety at all
+            raise UnsupportedLocationError(self.uri, "delta-rs no longer supports DynamoDB locking "
+                                           "(aws_s3_locking_provider); S3's conditional writes, pylog's default, make "
+                                           "commits safe: remove aws_s3_locking_provider (AWS_S3_LOCKING_PROVIDER)")
         if not any(out.get(k) for k in COMMIT_SAFETY_KEYS):
             out["aws_conditional_put"] = "etag"
         return out
@@ -126,6 +133,30 @@ class TableLocation:
             kwargs["endpoint_override"] = parsed.netloc
             kwargs["scheme"] = parsed.scheme
         return fs.S3FileSystem(**{k: v for k, v in kwargs.items() if v is not None}), self.uri[len("s3://"):]
+
+    def hadoop_s3a_conf(self) -> dict[str, str]:
+        """The same store for Hadoop's S3A file system (how delta-spark reaches s3:// tables), as settings for this
+        table's bucket only: its endpoint (plain HTTP as the URL or aws_allow_http says), credentials (a session
+        token through S3A's temporary-credentials provider), region and path-style addressing (delta-rs's default;
+        aws_virtual_hosted_style_request=true turns it off). Credentials the options do not name are left to S3A's
+        own chain (the AWS variables, the instance's role). Empty for a local table."""
+        if self.is_local:
+            return {}
+        o = self.storage_options()
+        bucket = self.uri[len("s3://"):].split("/", 1)[0]
+        given = {"endpoint": self.endpoint(),
+                 "access.key": _first(o, "aws_access_key_id", "access_key_id"),
+                 "secret.key": _first(o, "aws_secret_access_key", "secret_access_key"),
+                 "session.token": _first(o, "aws_session_token", "session_token", "token"),
+                 "endpoint.region": _first(o, "aws_region", "region", "aws_default_region") or DEFAULT_REGION,
+                 "path.style.access": str((_first(o, "aws_virtual_hosted_style_request", "virtual_hosted_style_request")
+                                           or "false").lower() != "true").lower()}
+        endpoint = given["endpoint"]
+        if (_first(o, "aws_allow_http", "allow_http") or "").lower() == "true" or (endpoint or "").startswith("http:"):
+            given["connection.ssl.enabled"] = "false"
+        if given["session.token"]:
+            given["aws.credentials.provider"] = "org.apache.hadoop.fs.s3a.TemporaryAWSCredentialsProvider"
+        return {f"fs.s3a.bucket.{bucket}.{k}": v for k, v in given.items() if v}
 
     def check_store(self, timeout_s: float = 3.0) -> None:
         """Fail in seconds, in one line, when the table's store cannot be used: its endpoint does not answer, its

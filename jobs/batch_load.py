@@ -124,7 +124,7 @@ def _load(cfg: JobConfig, record: JobRun) -> int:
     partition_by, merge_schema = cfg.list("sink.partition.by"), cfg.bool("sink.merge.schema", False)
     with progress:
         if choice.delta_spark:
-            commit_with_delta_spark(spark, rows, SparkBatch(table.uri, app_id, batch_id, None, ends, dict(topic_ids),
+            commit_with_delta_spark(spark, rows, SparkBatch(table, app_id, batch_id, None, ends, dict(topic_ids),
                                                             partition_by, merge_schema, choice.mode, choice.merge_keys,
                                                             start_offsets=starts, run_id=record.run_id))
         else:

@@ -28,9 +28,10 @@ from pathlib import Path
 from typing import Any, Callable, TypeVar
 
 from connectors.delta_commit import app_state, open_table
-from jobs.sink_engine import check_local
+from jobs.sink_engine import check_s3_engine
 from connectors.offset_manager import OffsetManager
 from connectors.offset_txns import AppState
+from connectors.table_location import TableLocation, TableRef
 from jobs.config import JobConfig, JobConfigError
 from jobs.errors import JobFailed, root_cause
 from jobs.spark_session import build_session
@@ -79,7 +80,7 @@ def table_facts(spark: Any, path: str) -> dict[str, int]:
     return {"version": version, "files": int(detail["numFiles"]), "bytes": int(detail["sizeInBytes"])}
 
 
-def app_states(path: str) -> dict[str, AppState]:
+def app_states(path: TableRef) -> dict[str, AppState]:
     """Every app with offsets in the table, and what it keeps there (from one read of the log per app)."""
     return {app: app_state(path, app) for app in OffsetManager(path, "").apps()}
 
@@ -159,21 +160,22 @@ def checkpoint(spark: Any, path: str, clean_up_log: bool) -> int:
 
 
 def run(cfg: JobConfig) -> int:
-    check_local(cfg, "job maintain (delta-spark's OPTIMIZE, VACUUM and checkpoint)")
-    path = cfg.table().uri
-    if open_table(path) is None:
-        raise JobConfigError(f"job maintain: there is no Delta table at {path}")
+    check_s3_engine(cfg, "job maintain (delta-spark's OPTIMIZE, VACUUM and checkpoint)")
+    table = cfg.table()
+    if open_table(table) is None:
+        raise JobConfigError(f"job maintain: there is no Delta table at {table}")
     with recorded(cfg, cfg.name, DONE):
-        return _maintain(cfg, path)
+        return _maintain(cfg, table)
 
 
-def _maintain(cfg: JobConfig, path: str) -> int:
+def _maintain(cfg: JobConfig, table: TableLocation) -> int:
+    path = table.uri                    # delta-spark's name of the table; pylog reads it with its store options
     attempts = cfg.int("maintain.max.attempts", 5) or 1
     retention_hours = retention_setting(cfg)
 
     spark = build_session(cfg, f"pylog maintain {path}", delta_spark=True)
     report: dict[str, Any] = {"table": path, "steps": {}}
-    apps_before = app_states(path)
+    apps_before = app_states(table)
     report["before"] = table_facts(spark, path)
     log.info("maintaining %s: version %d, %d files, %d bytes, apps %s", path, report["before"]["version"],
              report["before"]["files"], report["before"]["bytes"], ", ".join(apps_before) or "none")
@@ -191,7 +193,7 @@ def _maintain(cfg: JobConfig, path: str) -> int:
         report["steps"]["checkpoint"] = {"version": version, "log_cleanup": cleanup}
         log.info("checkpoint at version %d%s", version, " with log cleanup" if cleanup else "")
     report["after"] = table_facts(spark, path)
-    apps_after = app_states(path)
+    apps_after = app_states(table)
     report["apps"] = {app: _describe(s) for app, s in apps_after.items()}
     log.info("maintained %s: version %d, %d files, %d bytes (before: %d files, %d bytes)", path,
              report["after"]["version"], report["after"]["files"], report["after"]["bytes"],

@@ -157,7 +157,7 @@ def _rebuild(cfg: JobConfig, record: JobRun, mode: str) -> int:
     with progress:
         if choice.delta_spark:
             commit_with_delta_spark(spark, rows, SparkBatch(
-                target.uri, app_id, 0, claim.generation or 0, ends, dict(live.topic_ids), partition_by, True, "overwrite",
+                target, app_id, 0, claim.generation or 0, ends, dict(live.topic_ids), partition_by, True, "overwrite",
                 read_version=claim.table_version, start_offsets=starts, run_id=record.run_id))
         else:
             rows.write.format("pylog-delta").mode("overwrite").options(**writer_options(

@@ -12,6 +12,7 @@ from dataclasses import dataclass, field
 from typing import Any, Literal
 
 from connectors.delta_spark_commit import SparkBatch, commit_with_delta_spark
+from connectors.table_location import TableRef
 from connectors.keyed_merge import TOMBSTONE, latest_per_key
 from connectors.spark_checkpoint import kafka_position
 from jobs.config import JobConfig, JobConfigError
@@ -56,18 +57,21 @@ def sink_choice(cfg: JobConfig) -> SinkChoice:
         raise JobConfigError(f"job {cfg.name}: setting 'sink.merge.key' is only used with sink.mode=merge, "
                              f"but sink.mode is {mode}")
     if engine == "delta-spark":
-        check_local(cfg, "sink.engine=delta-spark")
+        check_s3_engine(cfg, "sink.engine=delta-spark")
     return SinkChoice(engine, "merge" if mode == "merge" else "append", keys)
 
 
-def check_local(cfg: JobConfig, what: str) -> None:
-    """delta-spark reaches tables through Spark's Hadoop file systems, which here hold no S3 one: a job that would
-    give it an s3:// table stops before Spark starts, naming the way that works."""
-    for key in ("sink.table.path", "reprocess.target.path"):
-        if cfg.get(key) and not cfg.table(key).is_local:
-            raise JobConfigError(f"job {cfg.name}: {what} writes tables on a local disk only, and {key} is "
-                                 f"{cfg.table(key)}: Spark's S3 file system (hadoop-aws with the AWS SDK, about 600 "
-                                 "MB of jars) is not installed; use sink.engine=delta-rs for s3:// tables")
+def check_s3_engine(cfg: JobConfig, what: str) -> None:
+    """delta-spark reaches s3:// tables through Hadoop's S3A (and commits with conditional writes, as delta-rs does
+    by default): a job whose table is on S3 stops before Spark starts, in one line, when S3A is not installed."""
+    from jobs.spark_session import hadoop_aws_jars, s3_tables
+
+    tables = s3_tables(cfg)
+    if tables:
+        try:
+            hadoop_aws_jars()
+        except RuntimeError as e:
+            raise JobConfigError(f"job {cfg.name}: {what} on {tables[0]}: {e}") from None
 
 
 def check_keys(cfg: JobConfig, choice: SinkChoice, rows: Any) -> None:
@@ -96,7 +100,7 @@ class DeltaSparkStreamWriter:
     """A stream's foreachBatch: each micro-batch in one delta-spark commit, with the batch's end offsets and
     topic ids read from the stream's checkpoint, as the pylog-delta sink does."""
 
-    table: str
+    table: TableRef
     app_id: str
     generation: int
     checkpoint: str

@@ -20,8 +20,9 @@ import sys
 import tempfile
 import time
 from pathlib import Path
-from typing import Any
+from typing import Any, Sequence
 
+from connectors.table_location import TableLocation
 from jobs import class_archive, spark_home
 from jobs.config import JobConfig
 from jobs.signals import STOPPER, shield_spark_jvm
@@ -33,6 +34,13 @@ DELTA_SPARK_JARS = REPO / ".cache" / "jars" / "delta-spark"
 # delta-spark on a small local table: snapshots in a few partitions, file listings in a few tasks
 DELTA_SPARK_LOCAL_DEFAULTS = {"spark.databricks.delta.snapshotPartitions": "4",
                               "spark.sql.sources.parallelPartitionDiscovery.parallelism": "8"}
+HADOOP_AWS_JARS = REPO / ".cache" / "jars" / "hadoop-aws"
+S3_LOG_STORE = "pylog.delta.S3ConditionalLogStore"
+# s3:// and s3a:// through S3A, commits through pylog's conditional-write log store (delta-spark reads the
+# log store per scheme)
+S3_CONF = {"spark.hadoop.fs.s3.impl": "org.apache.hadoop.fs.s3a.S3AFileSystem",
+           "spark.hadoop.fs.AbstractFileSystem.s3.impl": "org.apache.hadoop.fs.s3a.S3A",
+           "spark.delta.logStore.s3.impl": S3_LOG_STORE, "spark.delta.logStore.s3a.impl": S3_LOG_STORE}
 DELTA_SPARK_CONF = {
     "spark.sql.extensions": "io.delta.sql.DeltaSparkSessionExtension",
     "spark.sql.catalog.spark_catalog": "org.apache.spark.sql.delta.catalog.DeltaCatalog",
@@ -53,16 +61,39 @@ def delta_spark_jars(folder: str | Path | None = None) -> list[Path]:
     return jars
 
 
+def hadoop_aws_jars(folder: str | Path | None = None) -> list[Path]:
+    """The jars of Hadoop's S3A and pylog's S3 log store (default .cache/jars/hadoop-aws); raises
+    DeltaSparkMissing naming the fix."""
+    where = Path(folder) if folder else HADOOP_AWS_JARS
+    jars = sorted(where.glob("*.jar")) if where.is_dir() else []
+    names = {j.name.split("-")[0] for j in jars}
+    if not {"hadoop", "bundle", "pylog"} <= names:
+        raise DeltaSparkMissing(f"Spark's S3 file system for delta-spark is not in {where}: run `make "
+                                ".stamps/jars-hadoop-aws` (it fetches hadoop-aws from Maven Central, see "
+                                "jvm/hadoop-aws.xml), or use sink.engine=delta-rs for s3:// tables")
+    return jars
+
+
 def with_delta_spark(builder: Any, jars_folder: str | Path | None = None, extra_jars: str | None = None,
-                     extra_extensions: str | None = None) -> Any:
+                     extra_extensions: str | None = None, s3_tables: Sequence[TableLocation] = ()) -> Any:
     """`builder` (a SparkSession.Builder) with delta-spark enabled; `extra_jars` and `extra_extensions`: the
-    user's own spark.jars and spark.sql.extensions, kept beside Delta's."""
-    jars = [str(j) for j in delta_spark_jars(jars_folder)] + [j for j in (extra_jars or "").split(",") if j]
+    user's own spark.jars and spark.sql.extensions, kept beside Delta's; `s3_tables`: the tables on S3 the session
+    will write (their stores' settings, S3A and pylog's log store)."""
+    jars = [str(j) for j in delta_spark_jars(jars_folder)]
+    if s3_tables:
+        jars += [str(j) for j in hadoop_aws_jars()]
+    jars += [j for j in (extra_jars or "").split(",") if j]
     builder = builder.config("spark.jars", ",".join(jars))
     for k, v in DELTA_SPARK_CONF.items():
         if k == "spark.sql.extensions" and extra_extensions:
             v = ",".join([v] + [e for e in extra_extensions.split(",") if e and e != v])
         builder = builder.config(k, v)
+    if s3_tables:
+        for k, v in S3_CONF.items():
+            builder = builder.config(k, v)
+        for table in s3_tables:
+            for k, v in table.hadoop_s3a_conf().items():
+                builder = builder.config(f"spark.hadoop.{k}", v)
     return builder
 
 
@@ -82,6 +113,12 @@ def job_log_file(cfg: JobConfig) -> Path:
 def current_log_file() -> Path | None:
     """Spark's log file of the session this process built (None before one was built)."""
     return _log_file
+
+
+def s3_tables(cfg: JobConfig) -> list[TableLocation]:
+    """The job's tables on S3: its table and a reprocess's new one."""
+    keys = ("sink.table.path", "reprocess.target.path")
+    return [t for t in (cfg.table(k) for k in keys if cfg.get(k)) if not t.is_local]
 
 
 def build_session(cfg: JobConfig, app_name: str, *, delta_spark: bool = False) -> Any:  # -> SparkSession
@@ -111,7 +148,8 @@ def build_session(cfg: JobConfig, app_name: str, *, delta_spark: bool = False) -
         if k.startswith("spark.") and k not in ("spark.master", "spark.log.level"):
             b = b.config(k, v)
     if delta_spark:
-        b = with_delta_spark(b, extra_jars=cfg.get("spark.jars"), extra_extensions=cfg.get("spark.sql.extensions"))
+        b = with_delta_spark(b, extra_jars=cfg.get("spark.jars"), extra_extensions=cfg.get("spark.sql.extensions"),
+                             s3_tables=s3_tables(cfg))
         if cfg.get("spark.master", "local[2]").startswith("local"):
             for k, v in DELTA_SPARK_LOCAL_DEFAULTS.items():
                 if cfg.get(k) is None:

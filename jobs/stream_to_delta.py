@@ -169,7 +169,7 @@ def _stream(cfg: JobConfig, record: JobRun) -> int:
     rows = observed(job_rows(cfg, reader.load(), choice.merge))
     merge_schema = cfg.bool("sink.merge.schema", False)
     if choice.delta_spark:
-        writer = DeltaSparkStreamWriter(table.uri, app_id, plan.generation, str(plan.checkpoint), choice, partition_by,
+        writer = DeltaSparkStreamWriter(table, app_id, plan.generation, str(plan.checkpoint), choice, partition_by,
                                         merge_schema, record.run_id)
         query = (rows.writeStream.foreachBatch(writer).option("checkpointLocation", str(plan.checkpoint))
                  .trigger(**trigger).start())

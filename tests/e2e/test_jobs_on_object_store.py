@@ -2,11 +2,15 @@
 `sink.storage.*` settings alone (the test's own environment carries no AWS variable), exactly once.
 
 A stream killed right after a Delta commit, a batch load of the same app going on from the table's offsets, and a
-reprocess that replaces the table: every record once, the offsets in the table, the runs recorded beside it. And the refusals a user meets first: a store that does not answer, a bucket that does not exist,
-an engine that cannot write S3, each in one line, in seconds, before Spark starts.
+reprocess that replaces the table: every record once, the offsets in the table, the runs recorded beside it. The same
+with delta-spark's engine sharing the table with delta-rs, maintenance on S3 included, and the race its commits on S3
+would lose without conditional writes. And the refusals a user meets first: a store that does not answer, a bucket
+that does not exist, a commit safety delta-rs dropped, each in one line, in seconds, before
+Spark starts.
 """
 from __future__ import annotations
 
+import json
 import os
 import signal
 import subprocess
@@ -94,8 +98,64 @@ def test_an_unusable_store_or_engine_is_refused_in_one_line_before_spark_starts(
     assert "bucket no-such-bucket does not exist" in line and took < 20, (line, took)
     line, took = _refused({**base, "sink.storage.aws_secret_access_key": "not-the-secret"})
     assert "refused the credentials for bucket tables" in line and took < 20, (line, took)
-    line, took = _refused({**base, "sink.engine": "delta-spark", "sink.checkpoint.location": tmp_path / "c"},
-                          "stream_to_delta")
-    assert "sink.engine=delta-spark writes tables on a local disk only" in line and "sink.engine=delta-rs" in line
+    line, took = _refused({**base, "sink.storage.aws_s3_locking_provider": "dynamodb"})
+    assert "no longer supports DynamoDB locking" in line and "remove aws_s3_locking_provider" in line and took < 20, \
+        (line, took)
     line, took = _refused({**base, "sink.table.path": "gs://bucket/t"})
     assert "not gs://" in line, line
+
+
+def _tags(commit: dict) -> dict:
+    """pylog's commit tags: delta-spark keeps them under `tags`, delta-rs beside the commit's own fields."""
+    return commit.get("tags") or commit
+
+
+def test_delta_spark_on_s3_shares_the_table_with_delta_rs_exactly_once(pylog_broker, object_store, no_aws_env,
+                                                                         tmp_path):
+    """delta-spark writes s3:// tables through Hadoop's S3A with pylog's conditional-write log store: a delta-spark
+    stream killed right after a commit, a delta-rs batch load of the same app going on from the table, `pylog job
+    maintain` (delta-spark's OPTIMIZE, VACUUM, checkpoint) and a delta-spark reprocess replacing the table, every
+    record once throughout; reached through the jobs' settings alone."""
+    bootstrap = pylog_broker.bootstrap
+    create_topic(bootstrap, "events", partitions=2)
+    produce_events(bootstrap, "events", 0, 1200)
+    uri = f"s3://tables/{uuid.uuid4().hex}/events"
+    table = TableLocation.of(uri, object_store.storage_options())
+    settings = stream_settings(bootstrap, tmp_path, "mixed", 400, **{"sink.table.path": uri, **_storage(object_store),
+                                                                      "sink.engine": "delta-spark"})
+    proc = run_job("stream_to_delta", settings, env={"PYLOG_FAULT_KILL_AFTER_DELTA_COMMIT": "1"})
+    out, _ = proc.communicate(timeout=300)
+    assert proc.returncode == -signal.SIGKILL, f"the fault killed the job after the commit of batch 1:\n{out[-3000:]}"
+    assert OffsetManager(table, "mixed").state().last_batch == 1
+    engines = [_tags(h).get("pylog.engine") for h in table.delta().history()
+               if _tags(h).get("pylog.appId") == "mixed" and "pylog.batchId" in _tags(h)]    # the batches' commits
+    assert engines == ["delta-spark", "delta-spark"], engines
+
+    produce_events(bootstrap, "events", 1200, 300)
+    load = {k: v for k, v in settings.items() if not k.startswith(("trigger", "source.max", "sink.checkpoint",
+                                                                     "sink.engine"))}
+    finish(run_job("batch_load", load))                       # delta-rs, going on from the table's offsets
+    assert_exactly_once(table, "mixed", bootstrap, "events", 1500)
+
+    finish(run_job("maintain", {"sink.table.path": uri, **_storage(object_store)}))
+    assert_exactly_once(table, "mixed", bootstrap, "events", 1500)
+    assert any(h.get("operation") == "OPTIMIZE" for h in table.delta().history()), "OPTIMIZE compacted the files"
+
+    finish(run_job("reprocess", {**load, "sink.engine": "delta-spark", "reprocess.mode": "replace"}))
+    assert_exactly_once(table, "mixed", bootstrap, "events", 1500)
+    assert _tags(table.delta().history(1)[0]).get("pylog.engine") == "delta-spark"
+
+
+def test_a_commit_raced_on_s3_is_refused_by_pylogs_log_store_and_lost_by_deltas(s3_env):
+    """The race two engines' commits of one version run on S3, made deterministic inside the log store's write
+    (tests/support/log_store_race.py): Delta's own S3 log store checks for the file first and then overwrites the
+    rival's commit, which is lost; pylog's writes with If-None-Match and gets the conflict Delta retries on. And a
+    session set up as the jobs' are commits to s3:// through pylog's."""
+    proc = subprocess.run([sys.executable, "-m", "tests.support.log_store_race"], cwd=REPO, capture_output=True,
+                          text=True, timeout=300)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    result = json.loads(proc.stdout.strip().splitlines()[-1])
+    assert result["the session's log store for s3://"] == "pylog.delta.S3ConditionalLogStore", result
+    assert result["pylog's S3ConditionalLogStore"] == {
+        "write": "refused: java.nio.file.FileAlreadyExistsException", "the file holds": "the rival's"}, result
+    assert result["delta's S3SingleDriverLogStore"] == {"write": "wrote", "the file holds": "its own"}, result

@@ -29,10 +29,13 @@ def test_an_s3_tables_storage_options_travel_with_it_and_win_over_the_environmen
     assert writer_options(loc, "app")["storage.aws_endpoint_url"] == "http://127.0.0.1:9000"
     resolved = opts.path.storage_options()
     assert resolved["aws_endpoint_url"] == "http://127.0.0.1:9000" and resolved["aws_region"] == "eu-west-1"
-    # exactly-once on S3 needs its conditional writes, unless the user chose delta-rs's other commit safety
+    # exactly-once on S3 needs its conditional writes, unless the user chose delta-rs's unsafe rename; its DynamoDB
+    # locking is gone from delta-rs 1.x (it would log an error and commit with no safety): refused
     assert resolved["aws_conditional_put"] == "etag"
-    locked = TableLocation.of("s3://b/t", {"aws_s3_locking_provider": "dynamodb"}).storage_options()
-    assert "aws_conditional_put" not in locked
+    renamed = TableLocation.of("s3://b/t", {"aws_s3_allow_unsafe_rename": "true"}).storage_options()
+    assert "aws_conditional_put" not in renamed
+    with pytest.raises(UnsupportedLocationError, match="no longer supports DynamoDB locking"):
+        TableLocation.of("s3://b/t", {"aws_s3_locking_provider": "dynamodb"}).storage_options()
     assert TableLocation.of("/tmp/t").storage_options() == {}
 
 
