@@ -5,7 +5,7 @@ import pytest
 
 from connectors.delta_sink import SinkOptionError, SinkOptions, writer_options
 from connectors.errors import UnsupportedLocationError
-from connectors.table_location import TableLocation
+from connectors.table_location import ENV_KEYS, TableLocation
 
 
 def test_typed_values_round_trip_through_the_sinks_options(tmp_path):
@@ -64,3 +64,22 @@ def test_end_offsets_need_their_start_and_misspelt_options_are_named():
         SinkOptions({"path": "/t", "offsets": '{"t":{"0":3}}'})
     with pytest.raises(SinkOptionError, match="Unknown option 'appID2'.*did you mean 'appId'"):
         SinkOptions({"path": "/t", "appID2": "x"})
+
+
+def test_hadoop_s3a_settings_name_the_same_store_for_the_tables_bucket_only(monkeypatch):
+    for key in ENV_KEYS:
+        monkeypatch.delenv(key, raising=False)
+    conf = TableLocation.of("s3://lake/tables/t", {"aws_endpoint_url": "http://127.0.0.1:9000", "aws_access_key_id": "k",
+                                                   "aws_secret_access_key": "s", "aws_allow_http": "true"}).hadoop_s3a_conf()
+    assert conf == {"fs.s3a.bucket.lake.endpoint": "http://127.0.0.1:9000", "fs.s3a.bucket.lake.access.key": "k",
+                    "fs.s3a.bucket.lake.secret.key": "s", "fs.s3a.bucket.lake.endpoint.region": "us-east-1",
+                    "fs.s3a.bucket.lake.path.style.access": "true", "fs.s3a.bucket.lake.connection.ssl.enabled": "false"}
+    # AWS itself, virtual-hosted, with a session token; credentials from the environment are S3A's own chain
+    monkeypatch.setenv("AWS_REGION", "eu-west-1")
+    conf = TableLocation.of("s3://b2/t", {"aws_virtual_hosted_style_request": "true", "aws_access_key_id": "k",
+                                          "aws_secret_access_key": "s", "aws_session_token": "tok"}).hadoop_s3a_conf()
+    assert conf["fs.s3a.bucket.b2.path.style.access"] == "false" and "fs.s3a.bucket.b2.endpoint" not in conf
+    assert conf["fs.s3a.bucket.b2.endpoint.region"] == "eu-west-1" and conf["fs.s3a.bucket.b2.session.token"] == "tok"
+    assert conf["fs.s3a.bucket.b2.aws.credentials.provider"].endswith("TemporaryAWSCredentialsProvider")
+    assert not any("ssl" in k for k in conf)
+    assert TableLocation.of("/tmp/t").hadoop_s3a_conf() == {}
