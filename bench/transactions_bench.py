@@ -52,6 +52,9 @@ min-max reported). In every block, on fresh topics of `--partitions` partitions 
   0.59-2.12 s on Kafka in steps of about half a second (a Fetch naming only partitions at their end, while the
   others' records wait in the consumer's buffer, is held for the whole wait, and the consumer sends no other
   Fetch to that broker meanwhile); with 20 ms the runs spread by 10%.
+- consume read_committed with pylog's own reader (sparklog's Fetch client and Rust decoder, as the Spark source's
+  executors read; `native_consume`), reading (a) and (d) partition after partition from offset 0 to the end
+  the broker lists: under a microsecond of client CPU per record, so more of each broker's own time shows.
 - the broker's CPU (user+system, /proc/PID/stat) during each measurement, per record, and the client
   process's own CPU (getrusage, all its threads) over the timed part: a client using ~1.2 of 2 cores is the
   limit, not the broker.
@@ -271,6 +274,32 @@ def worker_consume(bootstrap: str, topic: str, partitions: int, expected: int, s
             "records_per_s": seen / elapsed, "mb_per_s": seen * size / elapsed / MB}
 
 
+def native_consume(bootstrap: str, topic: str, partitions: int, expected: int, size: int, isolation: str) -> dict:
+    """Every partition of `topic` read by pylog's own reader, as the Spark source's executors read (sparklog's
+    Fetch client, the Rust decoder into Arrow, aborted transactions dropped under read_committed), one partition
+    after the other from 0 to its end, in this process: a client that spends far less CPU per record than the
+    two above, so more of the broker shows."""
+    from sparklog.executor import read_range
+    from sparklog.kafka_client import LATEST, ClientConfig, KafkaClient
+    from sparklog.options import parse_batch_options
+    from sparklog.planner import OffsetRange
+    from sparklog.reader_settings import ReaderSettings
+
+    settings = ReaderSettings.from_options(parse_batch_options({
+        "kafka.bootstrap.servers": bootstrap, "subscribe": topic, "kafka.isolation.level": isolation}))
+    client = KafkaClient(ClientConfig(bootstrap))
+    ends = {p: client.list_offset(topic, p, LATEST) for p in range(partitions)}
+    client.close()
+    list(read_range(OffsetRange(topic, 0, 0, min(ends[0], 1)), settings))     # connections and imports, untimed
+    cpu0 = _cpu()
+    started = time.perf_counter()
+    seen = sum(b.num_rows for p in range(partitions) for b in read_range(OffsetRange(topic, p, 0, ends[p]), settings))
+    elapsed = time.perf_counter() - started
+    return {"seconds": elapsed, "records": seen, "expected": expected, "client_cpu_s": _cpu() - cpu0,
+            "errors": abs(expected - seen), "first_error": None if seen == expected else
+            f"read {seen} of {expected} records", "records_per_s": seen / elapsed, "mb_per_s": seen * size / elapsed / MB}
+
+
 def java_consume(bootstrap: str, topic: str, expected: int, isolation: str = "read_committed") -> dict:
     """`expected` records of `topic` read by Kafka's ConsumerPerformance in its own JVM (`isolation` its
     isolation.level); its fetch.nMsg.sec, and the JVM's CPU seconds."""
@@ -313,7 +342,8 @@ def java_consume(bootstrap: str, topic: str, expected: int, isolation: str = "re
 def run_worker(args: argparse.Namespace) -> int:
     spec = json.loads(args.worker_spec)
     kind = spec.pop("kind")
-    workers = {"produce": worker_produce, "consume": worker_consume, "java_consume": java_consume}
+    workers = {"produce": worker_produce, "consume": worker_consume, "java_consume": java_consume,
+               "native_consume": native_consume}
     result = workers[kind](**spec)
     print(json.dumps(result))
     return 0
@@ -419,7 +449,8 @@ def summarize(runs: dict, brokers: list[str], layouts: list[int]) -> dict:
         figures = ["produce_idempotent", "produce_transactional", "produce_abort_every_other",
                    "consume_committed", "consume_aborted_half", "consume_idempotent_topic",
                    "consume_aborted_half_full_batches", "java_consume_committed",
-                   "java_consume_aborted_half_full_batches"]
+                   "java_consume_aborted_half_full_batches", "native_consume_committed",
+                   "native_consume_aborted_half_full_batches"]
         for fig in figures:
             row: dict = {}
             for b in brokers:
@@ -535,6 +566,10 @@ def main() -> int:
         res["java_consume_committed"] = call_worker({**java, "topic": topics["txn"], "expected": n + 1}, bp.proc.pid)
         res["java_consume_aborted_half_full_batches"] = call_worker(
             {**java, "topic": topics["full"], "expected": n // 2 + 1}, bp.proc.pid)
+        native = {**cons, "kind": "native_consume"}
+        res["native_consume_committed"] = call_worker({**native, "topic": topics["txn"], "expected": n + 1}, bp.proc.pid)
+        res["native_consume_aborted_half_full_batches"] = call_worker(
+            {**native, "topic": topics["full"], "expected": n // 2 + 1}, bp.proc.pid)
         for t in topics.values():
             _common.delete_topic(bp.bootstrap, t)
         res["load1_end"] = os.getloadavg()[0]
@@ -622,7 +657,9 @@ def _fmt_block(r: dict) -> str:
             f" | rc committed {_fmt(r.get('consume_committed'))} aborted-half {_fmt(r.get('consume_aborted_half'))}"
             f" idem-topic {_fmt(r.get('consume_idempotent_topic'))} full-batches "
             f"{_fmt(r.get('consume_aborted_half_full_batches'))} java committed {_fmt(r.get('java_consume_committed'))}"
-            f" java full-batches {_fmt(r.get('java_consume_aborted_half_full_batches'))} | load {r.get('load1_start', 0):.1f}")
+            f" java full-batches {_fmt(r.get('java_consume_aborted_half_full_batches'))}"
+            f" native committed {_fmt(r.get('native_consume_committed'))} native full-batches "
+            f"{_fmt(r.get('native_consume_aborted_half_full_batches'))} | load {r.get('load1_start', 0):.1f}")
 
 
 def print_table(summary: dict, brokers: list[str], layouts: list[int], doc: dict) -> None:
@@ -635,7 +672,9 @@ def print_table(summary: dict, brokers: list[str], layouts: list[int], doc: dict
              "consume_idempotent_topic": "read_committed, no-txn topic",
              "consume_aborted_half_full_batches": "read_committed, half aborted, same batches on both",
              "java_consume_committed": "Java consumer read_committed, committed txns",
-             "java_consume_aborted_half_full_batches": "Java consumer read_committed, half aborted, same batches"}
+             "java_consume_aborted_half_full_batches": "Java consumer read_committed, half aborted, same batches",
+             "native_consume_committed": "pylog's reader read_committed, committed txns",
+             "native_consume_aborted_half_full_batches": "pylog's reader read_committed, half aborted, same batches"}
     both = "pylog" in brokers and "kafka" in brokers
     print(f"\nmedian (min-max) of {doc['settings']['reps']}, {doc['settings']['records']:,} x {doc['settings']['size']} B, "
           f"{doc['settings']['per_txn']:,} per transaction; {doc['machine']['nproc']} cores; load "

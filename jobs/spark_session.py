@@ -81,7 +81,9 @@ def with_delta_spark(builder: Any, jars_folder: str | Path | None = None, extra_
     will write (their stores' settings, S3A and pylog's log store)."""
     jars = [str(j) for j in delta_spark_jars(jars_folder)]
     if s3_tables:
-        jars += [str(j) for j in hadoop_aws_jars()]
+        # local: Spark's executors use the file where it is instead of copying it into each job's work folder
+        # (the SDK bundle is 690 MB)
+        jars += [f"local:{j}" for j in hadoop_aws_jars()]
     jars += [j for j in (extra_jars or "").split(",") if j]
     builder = builder.config("spark.jars", ",".join(jars))
     for k, v in DELTA_SPARK_CONF.items():

@@ -44,6 +44,22 @@ PRODUCTION_JVM: tuple[str, ...] = ("-XX:+UseG1GC",)
 FUNCTIONAL_JVM: tuple[str, ...] = ("-XX:+UseSerialGC", "-XX:TieredStopAtLevel=1")
 
 
+def local_tiered_storage(directory: Path) -> dict[str, object]:
+    """Kafka's tiered storage (KIP-405) into a local directory: LocalTieredStorage, the RemoteStorageManager Kafka
+    ships for its tests (kafka-storage's test jar, in jvm/kafka-broker.xml), its segment metadata in
+    __remote_log_metadata; upload and retention passes every half second."""
+    return {
+        "remote.log.storage.system.enable": "true",
+        "remote.log.storage.manager.class.name": "org.apache.kafka.server.log.remote.storage.LocalTieredStorage",
+        "remote.log.storage.manager.impl.prefix": "rsm.config.",
+        "rsm.config.dir": str(directory),
+        "remote.log.metadata.manager.listener.name": "PLAINTEXT",
+        "rlmm.config.remote.log.metadata.topic.replication.factor": 1,
+        "remote.log.manager.task.interval.ms": 500,
+        "log.retention.check.interval.ms": 500,
+    }
+
+
 class _KafkaProcess(ServerProcess):
     """`kafka.Kafka` on a loopback port with a generated server.properties and WARN-level logging."""
 

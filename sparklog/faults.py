@@ -24,3 +24,6 @@ def kill_at(variable: str, batch_id: int) -> None:
     pgid = os.environ.get("PYLOG_JOB_PGID")
     if target is not None and pgid and int(target) == batch_id:
         os.killpg(int(pgid), signal.SIGKILL)
+        # a Spark Python worker (where a data source's commit runs) lives in the process group of PySpark's
+        # daemon, not the job's: it would go on with the commit the kill is meant to stop
+        os.kill(os.getpid(), signal.SIGKILL)

@@ -22,7 +22,7 @@ from kio.schema.fetch.v12.request import FetchPartition, FetchRequest, FetchTopi
 from kio.schema.list_offsets.v9.request import ListOffsetsPartition, ListOffsetsRequest, ListOffsetsTopic
 from kio.schema.types import TopicName
 
-from peers.kafka import FUNCTIONAL_JVM, KafkaBroker
+from peers.kafka import FUNCTIONAL_JVM, KafkaBroker, local_tiered_storage
 from kafka_protocol.record_batch import whole_batches_length
 from pylog.launch.process import BrokerProcess
 from tests.support.differential import Pair
@@ -35,16 +35,6 @@ TOPIC = "tiered"
 # one-record batches, so that both brokers hold the same batches and roll their segments at the same offsets
 PRODUCER = {"linger.ms": 0, "batch.num.messages": 1, "enable.idempotence": False, "acks": "all"}
 TOPIC_CONFIG = {"remote.storage.enable": "true", "segment.bytes": "32768", "local.retention.bytes": "40000"}
-KAFKA_TIERING = {
-    "remote.log.storage.system.enable": "true",
-    "remote.log.storage.manager.class.name": "org.apache.kafka.server.log.remote.storage.LocalTieredStorage",
-    "remote.log.storage.manager.impl.prefix": "rsm.config.",
-    "remote.log.metadata.manager.listener.name": "PLAINTEXT",
-    "rlmm.config.remote.log.metadata.topic.replication.factor": 1,
-    "remote.log.manager.task.interval.ms": 500,
-    "log.retention.check.interval.ms": 500,
-    "auto.create.topics.enable": "false",
-}
 
 
 def _list_offsets(timestamp: int) -> ListOffsetsRequest:
@@ -81,7 +71,8 @@ def _read(bootstrap: str, start: int, count: int) -> list[tuple[int, Any, Any, i
 def tiered_pair(tmp_path_factory: pytest.TempPathFactory):
     root = tmp_path_factory.mktemp("tiered-oracle")
     (root / "rsm").mkdir()
-    kafka = KafkaBroker(root / "kafka", settings={**KAFKA_TIERING, "rsm.config.dir": str(root / "rsm")},
+    kafka = KafkaBroker(root / "kafka", settings={**local_tiered_storage(root / "rsm"),
+                                                  "auto.create.topics.enable": "false"},
                         jvm=FUNCTIONAL_JVM).start()
     pylog = BrokerProcess(root / "pylog", settings={
         "remote.log.storage.system.enable": "true", "remote.log.storage.url": str(root / "pylog-remote"),

@@ -1,10 +1,10 @@
 """The jobs with their Delta table on an object store: a real S3 server (MinIO), reached through the jobs'
 `sink.storage.*` settings alone (the test's own environment carries no AWS variable), exactly once.
 
-A stream killed right after a Delta commit, a batch load of the same app going on from the table's offsets, and a
-reprocess that replaces the table: every record once, the offsets in the table, the runs recorded beside it. The same
-with delta-spark's engine sharing the table with delta-rs, maintenance on S3 included, and the race its commits on S3
-would lose without conditional writes. And the refusals a user meets first: a store that does not answer, a bucket
+A stream killed right after a Delta commit, a batch load of the same app on delta-spark's engine going on from the
+table's offsets, delta-spark's maintenance, and a reprocess that replaces the table: every record once, the offsets in
+the table, the runs recorded beside it. And the race delta-spark's commits on S3 would lose to another writer without
+conditional writes. And the refusals a user meets first: a store that does not answer, a bucket
 that does not exist, a commit safety delta-rs dropped, each in one line, in seconds, before
 Spark starts.
 """
@@ -38,6 +38,11 @@ def _storage(object_store) -> dict[str, str]:
     return {f"sink.storage.{k}": v for k, v in object_store.storage_options().items()}
 
 
+def _tags(commit: dict) -> dict:
+    """pylog's commit tags: delta-spark keeps them under `tags`, delta-rs beside the commit's own fields."""
+    return commit.get("tags") or commit
+
+
 def test_stream_batch_load_and_replace_on_s3_exactly_once(pylog_broker, object_store, no_aws_env, tmp_path):
     bootstrap = pylog_broker.bootstrap
     create_topic(bootstrap, "events", partitions=2)
@@ -52,12 +57,18 @@ def test_stream_batch_load_and_replace_on_s3_exactly_once(pylog_broker, object_s
     assert proc.returncode == -signal.SIGKILL, "the fault killed the job right after the Delta commit of batch 1"
     assert OffsetManager(table, "s3-app").state().last_batch == 1
 
-    # a cron batch load of the same app between two stream runs: it goes on from the table's offsets
+    # a cron batch load of the same app between two stream runs, on delta-spark's engine (Hadoop's S3A and pylog's
+    # conditional-write log store): it goes on from the offsets delta-rs stored
     produce_events(bootstrap, "events", 2000, 500)
     load = {k: v for k, v in settings.items() if not k.startswith(("trigger", "source.max", "sink.checkpoint"))}
-    finish(run_job("batch_load", load))
+    finish(run_job("batch_load", {**load, "sink.engine": "delta-spark"}))
     assert sum(OffsetManager(table, "s3-app").committed().values()) == 2500
+    assert _tags(table.delta().history(1)[0]).get("pylog.engine") == "delta-spark"
+    assert_exactly_once(table, "s3-app", bootstrap, "events", 2500)
 
+    # delta-spark's maintenance on the bucket: OPTIMIZE compacts both engines' files, offsets unchanged
+    finish(run_job("maintain", {"sink.table.path": uri, **_storage(object_store)}))
+    assert any(h.get("operation") == "OPTIMIZE" for h in table.delta().history(4)), "OPTIMIZE compacted the files"
     assert_exactly_once(table, "s3-app", bootstrap, "events", 2500)
     produce_events(bootstrap, "events", 2500, 300)
     # (the stream resuming after a batch load, its checkpoint overtaken: tests/e2e/test_exactly_once_invariant.py)
@@ -71,8 +82,8 @@ def test_stream_batch_load_and_replace_on_s3_exactly_once(pylog_broker, object_s
 
     # the runs, recorded beside the table in the bucket, as `pylog job status` reads them
     runs = job_runs("stream_to_delta", settings)
-    assert [(r["job"], r["outcome"]) for r in runs] == [("reprocess", "committed"), ("batch_load", "committed"),
-                                                       ("stream_to_delta", "died")], runs
+    assert [(r["job"], r["outcome"]) for r in runs] == [("reprocess", "committed"), ("maintain", "done"),
+                                                       ("batch_load", "committed"), ("stream_to_delta", "died")], runs
     assert runs[0]["rows"] == 2800 and sum(r["rows"] or 0 for r in runs[1:]) == 2500, runs
 
 
@@ -103,47 +114,6 @@ def test_an_unusable_store_or_engine_is_refused_in_one_line_before_spark_starts(
         (line, took)
     line, took = _refused({**base, "sink.table.path": "gs://bucket/t"})
     assert "not gs://" in line, line
-
-
-def _tags(commit: dict) -> dict:
-    """pylog's commit tags: delta-spark keeps them under `tags`, delta-rs beside the commit's own fields."""
-    return commit.get("tags") or commit
-
-
-def test_delta_spark_on_s3_shares_the_table_with_delta_rs_exactly_once(pylog_broker, object_store, no_aws_env,
-                                                                         tmp_path):
-    """delta-spark writes s3:// tables through Hadoop's S3A with pylog's conditional-write log store: a delta-spark
-    stream killed right after a commit, a delta-rs batch load of the same app going on from the table, `pylog job
-    maintain` (delta-spark's OPTIMIZE, VACUUM, checkpoint) and a delta-spark reprocess replacing the table, every
-    record once throughout; reached through the jobs' settings alone."""
-    bootstrap = pylog_broker.bootstrap
-    create_topic(bootstrap, "events", partitions=2)
-    produce_events(bootstrap, "events", 0, 1200)
-    uri = f"s3://tables/{uuid.uuid4().hex}/events"
-    table = TableLocation.of(uri, object_store.storage_options())
-    settings = stream_settings(bootstrap, tmp_path, "mixed", 400, **{"sink.table.path": uri, **_storage(object_store),
-                                                                      "sink.engine": "delta-spark"})
-    proc = run_job("stream_to_delta", settings, env={"PYLOG_FAULT_KILL_AFTER_DELTA_COMMIT": "1"})
-    out, _ = proc.communicate(timeout=300)
-    assert proc.returncode == -signal.SIGKILL, f"the fault killed the job after the commit of batch 1:\n{out[-3000:]}"
-    assert OffsetManager(table, "mixed").state().last_batch == 1
-    engines = [_tags(h).get("pylog.engine") for h in table.delta().history()
-               if _tags(h).get("pylog.appId") == "mixed" and "pylog.batchId" in _tags(h)]    # the batches' commits
-    assert engines == ["delta-spark", "delta-spark"], engines
-
-    produce_events(bootstrap, "events", 1200, 300)
-    load = {k: v for k, v in settings.items() if not k.startswith(("trigger", "source.max", "sink.checkpoint",
-                                                                     "sink.engine"))}
-    finish(run_job("batch_load", load))                       # delta-rs, going on from the table's offsets
-    assert_exactly_once(table, "mixed", bootstrap, "events", 1500)
-
-    finish(run_job("maintain", {"sink.table.path": uri, **_storage(object_store)}))
-    assert_exactly_once(table, "mixed", bootstrap, "events", 1500)
-    assert any(h.get("operation") == "OPTIMIZE" for h in table.delta().history()), "OPTIMIZE compacted the files"
-
-    finish(run_job("reprocess", {**load, "sink.engine": "delta-spark", "reprocess.mode": "replace"}))
-    assert_exactly_once(table, "mixed", bootstrap, "events", 1500)
-    assert _tags(table.delta().history(1)[0]).get("pylog.engine") == "delta-spark"
 
 
 def test_a_commit_raced_on_s3_is_refused_by_pylogs_log_store_and_lost_by_deltas(s3_env):

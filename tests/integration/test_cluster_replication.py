@@ -481,6 +481,8 @@ def test_back_to_back_acks_all_produces_are_appended_and_answered_in_request_ord
     _create(cluster, topic)
     _full_isr(cluster, topic, 1)
     leader = _leader(cluster, topic)
+    # the leader's own view too: under load the bootstrap broker's metadata can be ahead of the leader's roles
+    wait_for(lambda: _all_brokers_see_leader(cluster, topic, leader), 30, f"every broker seeing {leader} lead")
 
     def produce(i: int) -> ProduceRequest:
         batch = encode_batch([Record(j, int(time.time() * 1000), None, f"r{i}-{j}".encode()) for j in range(50)])
