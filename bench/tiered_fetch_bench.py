@@ -7,7 +7,8 @@ tests/conformance/test_tiered_storage_vs_kafka.py), with its segment metadata in
 one-partition topic on each (segment.bytes 8 MiB, remote.storage.enable, local.retention.bytes 1 MiB), the same
 `pylog perf produce` of --records x 100 B into each; once each has uploaded every closed segment and its disk keeps
 less than --local-share of the records, `pylog perf consume` reads every record from offset 0 (librdkafka, the same
-client on both), --reps times per broker, in alternating order, with each broker's CPU time over its read.
+client on both, with the tool's fetch.queue.backoff.ms of 10 ms), --warmup times per broker unmeasured, then --reps
+times per broker in alternating order, with each broker's CPU time over its read.
 
 Usage:
   .venv/bin/python bench/tiered_fetch_bench.py --records 2000000 --reps 5 [--out FILE]
@@ -56,8 +57,10 @@ def main() -> None:
     p.add_argument("--records", type=int, default=2_000_000)
     p.add_argument("--reps", type=int, default=5)
     p.add_argument("--local-share", type=float, default=0.1, help="wait until the disks keep less than this share")
+    p.add_argument("--warmup", type=int, default=2, help="unmeasured full reads per broker first (default 2)")
     p.add_argument("--out", type=Path)
     args = p.parse_args()
+    load_start = os.getloadavg()
     work = Path(tempfile.mkdtemp(prefix="pylog-tiered-fetch-bench-"))
     (work / "rsm").mkdir()
     kafka = KafkaBroker(work / "kafka", settings=local_tiered_storage(work / "rsm")).start()
@@ -80,6 +83,10 @@ def main() -> None:
             time.sleep(1)
         starts = {name: _local_start(log) for name, (_, log) in brokers.items()}
         print(json.dumps({"local_start": starts}), flush=True)
+        for name, (broker, _) in brokers.items():        # warm-up reads, not measured: Kafka's JIT, both caches
+            for _ in range(args.warmup):
+                _perf(["consume", "--bootstrap-server", broker.bootstrap, "--topic", "t", "--messages",
+                       str(args.records), "--timeout-ms", "120000"])
         for rep in range(args.reps):
             for name in (("pylog", "kafka") if rep % 2 == 0 else ("kafka", "pylog")):
                 broker, _ = brokers[name]
@@ -104,6 +111,7 @@ def main() -> None:
     summary["pylog_over_kafka_per_rep"] = [round(x, 3) for x in pairs]
     summary["median_ratio"] = round(statistics.median(pairs), 3) if pairs else None
     result = {"date": dt.datetime.now(dt.timezone.utc).isoformat(timespec="seconds"), "records": args.records,
+              "warmup": args.warmup, "load_start": load_start,
               "local_start": starts, "summary": summary, "rows": rows}
     print(json.dumps(result["summary"]))
     if args.out:
