@@ -11,10 +11,8 @@ which path ran.
 """
 from __future__ import annotations
 
-import re
 import signal
 import time
-import urllib.request
 import uuid
 from pathlib import Path
 
@@ -25,6 +23,7 @@ from confluent_kafka.admin import AdminClient, NewTopic
 from connectors.offset_manager import OffsetManager, end_offsets
 from connectors.table_location import TableLocation
 from pylog.launch.process import BrokerProcess
+from tests.support.broker_process import broker_metrics
 from tests.support.jobs import assert_exactly_once, finish, produce_events, run_job
 from tests.support.waiting import wait_for
 
@@ -34,11 +33,7 @@ TIERED = {"remote.storage.enable": "true", "segment.bytes": "32768", "local.rete
 
 
 def _remote_fetch_bytes(broker: BrokerProcess) -> float:
-    from prometheus_client.parser import text_string_to_metric_families
-    port = re.findall(r"metrics \(Prometheus\) on http://[^:]+:(\d+)/metrics", broker.log_text())[-1]
-    text = urllib.request.urlopen(f"http://127.0.0.1:{port}/metrics", timeout=10).read().decode()
-    return next(s.value for f in text_string_to_metric_families(text) for s in f.samples
-                if s.name == "pylog_remote_fetch_bytes_total")
+    return broker_metrics(broker)["pylog_remote_fetch_bytes_total"]
 
 
 def _tiering_broker(tmp_path: Path, url: str) -> BrokerProcess:

@@ -7,9 +7,7 @@ from __future__ import annotations
 
 import contextlib
 import hashlib
-import re
 import threading
-import urllib.request
 from pathlib import Path
 from typing import Any, Iterator
 
@@ -19,6 +17,7 @@ from confluent_kafka.admin import AdminClient, NewTopic
 from pylog.launch.local_cluster import LocalCluster
 from pylog.launch.local_zookeeper import LocalZooKeeper
 from pylog.launch.process import BrokerProcess
+from tests.support.broker_process import broker_metrics as one_broker_metrics
 from tests.support.clients import unique_name
 from tests.support.waiting import wait_for
 
@@ -68,12 +67,8 @@ def acks_all_producer(c: LocalCluster, **conf: Any) -> Producer:
 
 
 def broker_metrics(c: LocalCluster, broker_id: int, **labels: str) -> dict[str, float]:
-    """The series of broker `broker_id`'s /metrics (its port is in its log) with exactly `labels` (none: the
-    unlabelled ones)."""
-    from prometheus_client.parser import text_string_to_metric_families
-    port = re.findall(r"metrics \(Prometheus\) on http://[^:]+:(\d+)/metrics", c.broker(broker_id).log_text())[-1]
-    text = urllib.request.urlopen(f"http://127.0.0.1:{port}/metrics", timeout=10).read().decode()
-    return {s.name: s.value for f in text_string_to_metric_families(text) for s in f.samples if s.labels == labels}
+    """The series of broker `broker_id`'s /metrics with exactly `labels` (none: the unlabelled ones)."""
+    return one_broker_metrics(c.broker(broker_id), **labels)
 
 
 def create_replicated(bootstrap: str, topic: str, partitions: int, rf: int = 3, **config: str) -> None:
