@@ -48,7 +48,8 @@ FILE_SECONDS = {"tests/e2e/test_delta_spark.py": 510, "tests/e2e/test_jobs_exact
                 "tests/integration/test_security_clients.py": 35,
                 "tests/conformance/test_tiered_storage_vs_kafka.py": 40,   # its own Kafka with tiered storage
                 "tests/conformance/test_reassignment_vs_kafka.py": 35,     # three Kafka brokers, then three pylog
-                "tests/e2e/test_console_browser.py": 15}   # alone: 13-15 s (a broker, two consoles, chromium)
+                "tests/e2e/test_console_browser.py": 15,   # alone: 13-15 s (a broker, two consoles, chromium)
+                "tests/integration/test_tiered_consumers.py": 45}   # alone: 40 s; collected late, it ended the run
 
 
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:

@@ -3,7 +3,8 @@ with 16 KiB segments and `local.retention.bytes` 1, so every closed segment is u
 disk. Each test produces, waits until every partition's local log starts past 90% of what it wrote (the rest only
 in remote storage), then reads with a real client: librdkafka with each codec, offsets by time and the watermarks,
 a seek into the middle of a remote segment, a consumer group resuming from an offset that lies in the bucket,
-kcat, kafka-python and aiokafka. The broker's own counter of bytes served from remote storage must grow with
+a group of three Java consumers (Kafka's own client) handing partitions over mid-read, kcat, kafka-python and
+aiokafka. The broker's own counter of bytes served from remote storage must grow with
 each read.
 
 The store is a local directory: the remote read path is the same code for any store (pyarrow's file systems);
@@ -24,6 +25,7 @@ from confluent_kafka import Consumer, Producer, TopicPartition
 from pylog.launch.process import BrokerProcess
 from tests.support.broker_process import broker_metrics
 from tests.support.clients import consume, create_topic, unique_name
+from tests.support.kafka_tools import java_result
 from tests.support.waiting import wait_for
 
 TIERED = {"remote.storage.enable": "true", "segment.bytes": "16384", "local.retention.bytes": "1"}
@@ -188,3 +190,17 @@ def test_kcat_kafka_python_and_aiokafka_read_a_tiered_topic_from_the_beginning(t
             await c.stop()
         return got
     assert sorted(asyncio.run(aio())) == values
+
+
+def test_a_group_of_java_consumers_reads_a_tiered_topic_once(tiered_broker):
+    """Kafka's Java client (tests/java/ClientCheck.java): three members of one group, the first reading alone
+    before the others join, so partitions change hands mid-read, at offsets in remote storage."""
+    topic, group = unique_name("tc-java"), unique_name("tc-java-g")
+    create_topic(tiered_broker.bootstrap, topic, partitions=6, config=TIERED)
+    _produce(tiered_broker, topic, _records(6000, "j"), 6)
+    _tiered(tiered_broker, topic, 6, 6000)
+    served = _remote_bytes(tiered_broker)
+    result = java_result("consume-group", tiered_broker.bootstrap, topic, group, "range", "3", "6000")
+    assert result["total"] == 6000 and result["distinct"] == 6000 and result["duplicates"] == 0, result
+    assert result["committed"] == {str(p): 1000 for p in range(6)}
+    assert _remote_bytes(tiered_broker) > served
